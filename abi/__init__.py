@@ -1,0 +1,103 @@
+"""ABI v1: the contract between the Amber host and a guest Wasm module.
+
+The design (abi/README.md has the full text): a guest is a plain core module that exports
+`memory`, `amber_alloc` and one entry point per workflow and activity; each activation is a
+single call taking and returning msgpack envelopes; a workflow activation replays from the start
+with every recorded result passed in at once (the *batch* shape) and hands back the full command
+list, which the host matches against history. The module's manifest sits in a custom section so
+it can be read without running guest code.
+
+Rejected alternatives: the component model (wasmtime-py converts `list<u8>` one element at a time,
+~2 µs per byte); one host-import call per replayed command (~20 µs each on stock wasmtime-py);
+a manifest obtained by calling the guest at upload (runs untrusted code to validate it).
+
+This package also holds the root of Amber's error tree, being the bottom of the import graph.
+"""
+
+from ._envelopes import (
+    MAX_ENVELOPE_BYTES,
+    MAX_RANDOM_BYTES,
+    ActivityInput,
+    ActivityOutcome,
+    ActivityStatus,
+    Command,
+    ErrorInfo,
+    MalformedEnvelope,
+    RecordedResult,
+    RecordNow,
+    RecordRandom,
+    ScheduleActivity,
+    WorkflowOutcome,
+    WorkflowStatus,
+    command_kind,
+    decode_activity_output,
+    decode_workflow_output,
+    encode_activity_input,
+    encode_workflow_input,
+)
+from ._errors import AmberError, Conflict, InvalidInput, NotFound, RetryableError
+from ._manifest import (
+    ABI_VERSION,
+    ACTIVITY_EXPORT_PREFIX,
+    MANIFEST_SECTION,
+    WORKFLOW_EXPORT_PREFIX,
+    Manifest,
+    ManifestError,
+    parse_manifest,
+    read_manifest,
+)
+from ._signatures import (
+    ALLOC_EXPORT,
+    ALLOC_SIGNATURE,
+    ENTRY_SIGNATURE,
+    HOST_IMPORTS,
+    HOST_MODULE,
+    MEMORY_EXPORT,
+    Signature,
+)
+from ._wasm import WasmFormatError, custom_section, custom_sections
+
+__all__ = [
+    "ABI_VERSION",
+    "ACTIVITY_EXPORT_PREFIX",
+    "ALLOC_EXPORT",
+    "ALLOC_SIGNATURE",
+    "ENTRY_SIGNATURE",
+    "HOST_IMPORTS",
+    "HOST_MODULE",
+    "MANIFEST_SECTION",
+    "MAX_ENVELOPE_BYTES",
+    "MAX_RANDOM_BYTES",
+    "MEMORY_EXPORT",
+    "WORKFLOW_EXPORT_PREFIX",
+    "ActivityInput",
+    "ActivityOutcome",
+    "ActivityStatus",
+    "AmberError",
+    "Command",
+    "Conflict",
+    "ErrorInfo",
+    "InvalidInput",
+    "MalformedEnvelope",
+    "Manifest",
+    "ManifestError",
+    "NotFound",
+    "RecordNow",
+    "RecordRandom",
+    "RecordedResult",
+    "RetryableError",
+    "ScheduleActivity",
+    "Signature",
+    "WasmFormatError",
+    "WorkflowOutcome",
+    "WorkflowStatus",
+    "command_kind",
+    "custom_section",
+    "custom_sections",
+    "decode_activity_output",
+    "decode_workflow_output",
+    "encode_activity_input",
+    "encode_workflow_input",
+    "parse_manifest",
+    "read_manifest",
+]

@@ -1,0 +1,246 @@
+"""Host-side codecs for the msgpack envelopes of ABI v1 (see abi/README.md, "Envelopes").
+
+Inputs are encoded from typed values; outputs come from an untrusted guest and are decoded
+strictly: anything that is not exactly a valid envelope raises `MalformedEnvelope`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from ._errors import InvalidInput
+from ._manifest import ABI_VERSION
+
+MAX_ENVELOPE_BYTES = 4 * 1024 * 1024
+"""Default cap on any envelope crossing the sandbox boundary, in either direction."""
+MAX_RANDOM_BYTES = 1024
+STATUS_OK = 0
+STATUS_ERROR = 1
+
+
+class MalformedEnvelope(InvalidInput):
+    """A guest produced bytes that are not a valid ABI v1 envelope."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorInfo:
+    """An application error: a type name the code can branch on and a human message."""
+
+    type: str
+    message: str
+    non_retryable: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScheduleActivity:
+    """The workflow asks for an activity to run."""
+
+    name: str
+    args: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordNow:
+    """The workflow read the clock; the value is recorded so replay sees the same time."""
+
+    value: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordRandom:
+    """The workflow drew random bytes; recorded so replay sees the same bytes."""
+
+    value: bytes
+
+
+Command = ScheduleActivity | RecordNow | RecordRandom
+
+
+def command_kind(command: Command) -> str:
+    """The ABI name of a command's kind (`activity`, `now`, `random`)."""
+    return _KIND_OF[type(command)]
+
+
+_KIND_OF: dict[type, str] = {ScheduleActivity: "activity", RecordNow: "now", RecordRandom: "random"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedResult:
+    """The result of command `cmd`, recorded at history position `seq`."""
+
+    cmd: int
+    seq: int
+    value: bytes | int | None = None
+    error: ErrorInfo | None = None
+
+    def encode(self) -> list[Any]:
+        if self.error is not None:
+            return [self.cmd, self.seq, STATUS_ERROR, [self.error.type, self.error.message]]
+        return [self.cmd, self.seq, STATUS_OK, self.value]
+
+
+class WorkflowStatus(enum.StrEnum):
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowOutcome:
+    """What one workflow activation produced."""
+
+    status: WorkflowStatus
+    commands: tuple[Command, ...]
+    """Every command issued in the activation, from index 0."""
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+
+
+class ActivityStatus(enum.StrEnum):
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityOutcome:
+    """What one activity attempt produced."""
+
+    status: ActivityStatus
+    result: bytes | None = None
+    error: ErrorInfo | None = None
+
+
+def encode_workflow_input(
+    *, run_id: str, workflow: str, input: bytes, results: Sequence[RecordedResult]
+) -> bytes:
+    """The input envelope of a workflow activation."""
+    packed: bytes = msgpack.packb(
+        {
+            "abi": ABI_VERSION,
+            "run_id": run_id,
+            "workflow": workflow,
+            "input": input,
+            "results": [r.encode() for r in results],
+        },
+        use_bin_type=True,
+    )
+    return packed
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityInput:
+    """Everything one activity attempt is told."""
+
+    run_id: str
+    activity: str
+    args: bytes
+    attempt: int
+    idempotency_key: str
+    deadline_ms: int
+
+
+def encode_activity_input(request: ActivityInput) -> bytes:
+    """The input envelope of an activity attempt."""
+    packed: bytes = msgpack.packb(
+        {
+            "abi": ABI_VERSION,
+            "run_id": request.run_id,
+            "activity": request.activity,
+            "args": request.args,
+            "attempt": request.attempt,
+            "idempotency_key": request.idempotency_key,
+            "deadline_ms": request.deadline_ms,
+        },
+        use_bin_type=True,
+    )
+    return packed
+
+
+def _unpack(raw: bytes) -> dict[str, Any]:
+    if len(raw) > MAX_ENVELOPE_BYTES:
+        raise MalformedEnvelope(f"envelope is {len(raw)} bytes; the cap is {MAX_ENVELOPE_BYTES}")
+    try:
+        doc = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
+        raise MalformedEnvelope(f"envelope is not valid msgpack: {exc}") from exc
+    except Exception as exc:  # msgpack raises a few odd types on hostile input
+        raise MalformedEnvelope(f"envelope is not valid msgpack: {exc!r}") from exc
+    if not isinstance(doc, dict):
+        raise MalformedEnvelope(f"envelope must be a map, got {type(doc).__name__}")
+    return doc
+
+
+def _bin(doc: dict[str, Any], key: str) -> bytes:
+    value = doc.get(key)
+    if not isinstance(value, bytes):
+        raise MalformedEnvelope(f"envelope field {key!r} must be bin, got {type(value).__name__}")
+    return value
+
+
+def _error(value: Any, *, with_retry_flag: bool) -> ErrorInfo:
+    if not isinstance(value, list) or len(value) < 2:
+        raise MalformedEnvelope("envelope field 'error' must be [type, message, ...]")
+    kind, message = value[0], value[1]
+    if not isinstance(kind, str) or not isinstance(message, str):
+        raise MalformedEnvelope("error type and message must be strings")
+    non_retryable = False
+    if with_retry_flag and len(value) > 2:
+        if not isinstance(value[2], bool):
+            raise MalformedEnvelope("error non_retryable flag must be a bool")
+        non_retryable = value[2]
+    return ErrorInfo(type=kind[:256], message=message[:4096], non_retryable=non_retryable)
+
+
+def _command(index: int, value: Any) -> Command:
+    if not isinstance(value, list) or not value or not isinstance(value[0], str):
+        raise MalformedEnvelope(f"command {index} must be [kind, ...]")
+    kind = value[0]
+    if kind == "activity":
+        if len(value) < 3 or not isinstance(value[1], str) or not isinstance(value[2], bytes):
+            raise MalformedEnvelope(f"command {index}: expected ['activity', name, args]")
+        return ScheduleActivity(name=value[1], args=value[2])
+    if kind == "now":
+        if len(value) != 2 or not isinstance(value[1], int) or isinstance(value[1], bool):
+            raise MalformedEnvelope(f"command {index}: expected ['now', int]")
+        return RecordNow(value=value[1])
+    if kind == "random":
+        if len(value) != 2 or not isinstance(value[1], bytes):
+            raise MalformedEnvelope(f"command {index}: expected ['random', bin]")
+        return RecordRandom(value=value[1])
+    raise MalformedEnvelope(f"command {index} has unknown kind {kind!r}")
+
+
+def decode_workflow_output(raw: bytes) -> WorkflowOutcome:
+    """Decode and validate a workflow output envelope from a guest."""
+    doc = _unpack(raw)
+    try:
+        status = WorkflowStatus(doc.get("status", ""))
+    except ValueError:
+        raise MalformedEnvelope(f"unknown workflow status {doc.get('status')!r}") from None
+    commands_doc = doc.get("commands", [])
+    if not isinstance(commands_doc, list):
+        raise MalformedEnvelope("envelope field 'commands' must be a list")
+    commands = tuple(_command(i, c) for i, c in enumerate(commands_doc))
+    if status is WorkflowStatus.COMPLETED:
+        return WorkflowOutcome(status=status, commands=commands, result=_bin(doc, "result"))
+    if status is WorkflowStatus.FAILED:
+        error = _error(doc.get("error"), with_retry_flag=False)
+        return WorkflowOutcome(status=status, commands=commands, error=error)
+    return WorkflowOutcome(status=status, commands=commands)
+
+
+def decode_activity_output(raw: bytes) -> ActivityOutcome:
+    """Decode and validate an activity output envelope from a guest."""
+    doc = _unpack(raw)
+    try:
+        status = ActivityStatus(doc.get("status", ""))
+    except ValueError:
+        raise MalformedEnvelope(f"unknown activity status {doc.get('status')!r}") from None
+    if status is ActivityStatus.COMPLETED:
+        return ActivityOutcome(status=status, result=_bin(doc, "result"))
+    return ActivityOutcome(status=status, error=_error(doc.get("error"), with_retry_flag=True))

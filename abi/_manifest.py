@@ -1,0 +1,94 @@
+"""The manifest a module carries in its `amber.manifest` custom section (see abi/README.md)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import InvalidInput
+from ._wasm import custom_sections
+
+ABI_VERSION = 1
+MANIFEST_SECTION = "amber.manifest"
+WORKFLOW_EXPORT_PREFIX = "amber_workflow."
+ACTIVITY_EXPORT_PREFIX = "amber_activity."
+MAX_MANIFEST_BYTES = 64 * 1024
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
+
+
+class ManifestError(InvalidInput):
+    """The module's manifest is missing, unreadable or inconsistent."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Manifest:
+    """What a module declares about itself, read without running it."""
+
+    abi: int
+    """ABI version the module speaks."""
+    workflows: tuple[str, ...]
+    """Workflow type names, each exported as `amber_workflow.<name>`."""
+    activities: tuple[str, ...]
+    """Activity names, each exported as `amber_activity.<name>`."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Keys this host does not interpret yet, kept verbatim."""
+
+    def workflow_export(self, name: str) -> str:
+        return WORKFLOW_EXPORT_PREFIX + name
+
+    def activity_export(self, name: str) -> str:
+        return ACTIVITY_EXPORT_PREFIX + name
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest as a JSON-ready dict (what is stored and shown)."""
+        return {
+            **self.extra,
+            "abi": self.abi,
+            "workflows": list(self.workflows),
+            "activities": list(self.activities),
+        }
+
+
+def _names(doc: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = doc.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ManifestError(f"manifest field {key!r} must be a list of names")
+    for name in value:
+        if not _NAME.fullmatch(name):
+            raise ManifestError(f"manifest {key} entry {name!r} is not a valid name")
+    if len(set(value)) != len(value):
+        raise ManifestError(f"manifest field {key!r} lists a name twice")
+    return tuple(value)
+
+
+def parse_manifest(payload: bytes) -> Manifest:
+    """Parse and validate a manifest document (the custom section's payload)."""
+    if len(payload) > MAX_MANIFEST_BYTES:
+        raise ManifestError(f"manifest is {len(payload)} bytes; the limit is {MAX_MANIFEST_BYTES}")
+    try:
+        doc = json.loads(payload.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(f"manifest is not valid UTF-8 JSON: {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ManifestError("manifest must be a JSON object")
+    abi = doc.get("abi")
+    if abi != ABI_VERSION:
+        raise ManifestError(f"manifest declares ABI {abi!r}; this host speaks ABI {ABI_VERSION}")
+    workflows = _names(doc, "workflows")
+    activities = _names(doc, "activities")
+    if not workflows and not activities:
+        raise ManifestError("manifest declares no workflows and no activities")
+    extra = {k: v for k, v in doc.items() if k not in ("abi", "workflows", "activities")}
+    return Manifest(abi=abi, workflows=workflows, activities=activities, extra=extra)
+
+
+def read_manifest(module: bytes) -> Manifest:
+    """Read the manifest from a module's bytes. Raises `ManifestError` if absent or invalid."""
+    found = [payload for name, payload in custom_sections(module) if name == MANIFEST_SECTION]
+    if not found:
+        raise ManifestError(f"module has no {MANIFEST_SECTION!r} custom section")
+    if len(found) > 1:
+        raise ManifestError(f"module has {len(found)} {MANIFEST_SECTION!r} sections; expected one")
+    return parse_manifest(found[0])

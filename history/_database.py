@@ -1,0 +1,96 @@
+"""The connection pool and the transaction discipline every store method follows.
+
+Public store methods own their transaction through `Database.run`, which retries the whole
+function on serialization failures (40001, as CockroachDB raises under SERIALIZABLE), deadlocks
+and lost connections. Everything else propagates. Functions handed to `run` must therefore have
+no side effects outside the transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pgerrors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from ._errors import StoreUnavailable
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Cursor = psycopg.Cursor[tuple[Any, ...]]
+
+_RETRYABLE = (
+    pgerrors.SerializationFailure,
+    pgerrors.DeadlockDetected,
+    psycopg.OperationalError,
+    PoolTimeout,
+)
+
+
+class Database:
+    """A pool of connections to one PostgreSQL database. Thread-safe; share one per process."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        attempts: int = 5,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self.dsn = dsn
+        self._attempts = attempts
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=connect_timeout_s,
+            kwargs={"autocommit": False},
+            open=False,
+            name="amber",
+        )
+
+    def open(self, *, wait: bool = True) -> Database:
+        """Open the pool; with `wait`, fail fast with `StoreUnavailable` if unreachable."""
+        try:
+            self._pool.open(wait=wait)
+        except PoolTimeout as exc:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+        return self
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> Database:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, fn: Callable[[Cursor], T]) -> T:
+        """Run `fn(cursor)` in one transaction, retrying it on transient failures."""
+        delay = 0.01
+        for attempt in range(1, self._attempts + 1):
+            try:
+                with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                    return fn(cur)
+            except _RETRYABLE as exc:
+                if attempt == self._attempts:
+                    raise StoreUnavailable(f"database unavailable: {exc}") from exc
+                _log.warning("transient database error (attempt %d): %s", attempt, exc)
+                time.sleep(delay)
+                delay = min(delay * 4, 1.0)
+        raise AssertionError("unreachable")
+
+    def connect(self) -> psycopg.Connection[tuple[object, ...]]:
+        """A dedicated autocommit connection outside the pool (for LISTEN)."""
+        try:
+            return psycopg.connect(self.dsn, autocommit=True)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc

@@ -1,0 +1,96 @@
+"""A record of every failed activation, written in the same transaction as its consequence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ._database import Cursor
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureRecord:
+    """One failed attempt of a task."""
+
+    task_id: int
+    run_id: str
+    kind: str
+    cmd: int | None
+    attempt: int
+    digest: str
+    reason: str
+    """Typed reason: trap, out_of_fuel, memory_limit, deadline, non_determinism, ..."""
+    message: str
+    trap_code: str | None = None
+    fuel_used: int | None = None
+    memory_bytes: int | None = None
+    worker: str | None = None
+    created_at: datetime
+
+
+def record_failure_txn(cur: Cursor, failure: FailureRecord) -> None:
+    cur.execute(
+        "INSERT INTO amber_task_failures (task_id, run_id, kind, cmd, attempt, digest, reason,"
+        " trap_code, message, fuel_used, memory_bytes, worker, created_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        (
+            failure.task_id,
+            failure.run_id,
+            failure.kind,
+            failure.cmd,
+            failure.attempt,
+            failure.digest,
+            failure.reason,
+            failure.trap_code,
+            failure.message[:4096],
+            failure.fuel_used,
+            failure.memory_bytes,
+            failure.worker,
+            failure.created_at,
+        ),
+    )
+
+
+def _failure(row: tuple[Any, ...]) -> FailureRecord:
+    (
+        task_id,
+        run_id,
+        kind,
+        cmd,
+        attempt,
+        digest,
+        reason,
+        trap_code,
+        message,
+        fuel_used,
+        memory_bytes,
+        worker,
+        created_at,
+    ) = row
+    return FailureRecord(
+        task_id=task_id,
+        run_id=run_id,
+        kind=kind,
+        cmd=cmd,
+        attempt=attempt,
+        digest=digest,
+        reason=reason,
+        trap_code=trap_code,
+        message=message,
+        fuel_used=fuel_used,
+        memory_bytes=memory_bytes,
+        worker=worker,
+        created_at=created_at,
+    )
+
+
+def run_failures_txn(cur: Cursor, run_id: str, *, limit: int = 20) -> list[FailureRecord]:
+    """The most recent failures of a run, newest first."""
+    cur.execute(
+        "SELECT task_id, run_id::text, kind, cmd, attempt, digest, reason, trap_code, message,"
+        " fuel_used, memory_bytes, worker, created_at FROM amber_task_failures"
+        " WHERE run_id = %s ORDER BY failure_id DESC LIMIT %s",
+        (run_id, limit),
+    )
+    return [_failure(row) for row in cur.fetchall()]

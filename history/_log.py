@@ -1,0 +1,94 @@
+"""The append-only event log. Every append names the position it expects history to end at."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from ._database import Cursor
+from ._errors import RunNotFound, VersionConflict
+from ._events import Event, EventType, NewEvent, decode_payload, encode_payload
+
+
+def append_events_txn(
+    cur: Cursor,
+    run_id: str,
+    events: Sequence[NewEvent],
+    *,
+    expected_last_seq: int | None,
+    now: datetime,
+) -> int:
+    """Append `events` after position `expected_last_seq` and return the new last position.
+
+    With `expected_last_seq=None` the events go at the current end (for facts that do not
+    depend on what the writer read, such as an activity's result); the run row's lock orders
+    concurrent writers. Raises `VersionConflict` if history has moved on, `RunNotFound` if the
+    run does not exist.
+    """
+    if not events:
+        if expected_last_seq is None:
+            raise ValueError("nothing to append")
+        return expected_last_seq
+    count = len(events)
+    if expected_last_seq is None:
+        cur.execute(
+            "UPDATE amber_runs SET last_seq = last_seq + %s, updated_at = %s"
+            " WHERE run_id = %s RETURNING last_seq",
+            (count, now, run_id),
+        )
+    else:
+        cur.execute(
+            "UPDATE amber_runs SET last_seq = last_seq + %s, updated_at = %s"
+            " WHERE run_id = %s AND last_seq = %s RETURNING last_seq",
+            (count, now, run_id, expected_last_seq),
+        )
+    row = cur.fetchone()
+    if row is None:
+        cur.execute("SELECT last_seq FROM amber_runs WHERE run_id = %s", (run_id,))
+        actual = cur.fetchone()
+        if actual is None:
+            raise RunNotFound(run_id)
+        raise VersionConflict(run_id, expected_last_seq or 0, int(actual[0]))
+    last = int(row[0])
+    first = last - count + 1
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
+    params: list[object] = []
+    for offset, event in enumerate(events):
+        params.extend(
+            (
+                run_id,
+                first + offset,
+                event.type.value,
+                encode_payload(event.payload),
+                event.digest,
+                now,
+            )
+        )
+    cur.execute(
+        "INSERT INTO amber_events (run_id, seq, type, payload, digest, created_at)"
+        f" VALUES {values}",
+        params,
+    )
+    return last
+
+
+def read_events_txn(
+    cur: Cursor, run_id: str, *, after_seq: int = 0, limit: int | None = None
+) -> list[Event]:
+    """Events of a run with position > `after_seq`, in order."""
+    cur.execute(
+        "SELECT seq, type, payload, digest, created_at FROM amber_events"
+        " WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT %s",
+        (run_id, after_seq, limit),
+    )
+    return [
+        Event(
+            run_id=run_id,
+            seq=int(seq),
+            type=EventType(type_),
+            payload=decode_payload(bytes(payload)),
+            digest=str(digest),
+            created_at=created_at,
+        )
+        for seq, type_, payload, digest, created_at in cur.fetchall()
+    ]

@@ -1,0 +1,121 @@
+"""The engine: sandbox, replay, services, gRPC server, client and worker.
+
+Design: a worker runs every activation in a fresh wasmtime `Store` instantiated from a cached
+`InstancePre` of the exact module digest the run is pinned to (fuel, memory and epoch deadline
+set every time). A workflow activation replays the whole history in one call and hands back its
+full command list, which the host matches position by position (`_replay.activate_workflow`,
+the same function for live work and offline replay). The server is stateless: services compose
+`history` transaction helpers so that an outcome, its events, the next task and the deletion of
+the finished task commit together; long polls wake on LISTEN/NOTIFY.
+
+Rejected: sharing one instance across runs (state would leak between runs); a worker that talks
+to PostgreSQL directly (every worker would need database credentials and the server could not
+enforce leases); threads running guests in parallel in one process (wasmtime-py keeps the
+in-flight host exception in a module global).
+"""
+
+from ._activity import ActivityAttempt, ActivityReport, run_activity
+from ._client import DEFAULT_TARGET, AmberClient, decode, encode
+from ._clock import Clock, ManualClock, SystemClock, from_ms, to_ms
+from ._engine import ENGINE_FLAGS, SandboxEngine
+from ._faults import (
+    AbiViolation,
+    DeadlineExceeded,
+    FailureReason,
+    GuestFault,
+    GuestTrap,
+    MalformedOutput,
+    MemoryLimitExceeded,
+    ModuleUnavailable,
+    NonDeterminism,
+    OutOfFuel,
+)
+from ._host import ActivationKind
+from ._replay import (
+    ActivationStats,
+    CorruptHistory,
+    Projection,
+    WorkflowActivation,
+    WorkflowStep,
+    activate_workflow,
+    project,
+)
+from ._runs_service import DEFAULT_TENANT, RunDescription, RunService, StartRequest, StartResult
+from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits
+from ._server import AmberServer, migrate_all
+from ._settings import EngineSettings, RetryPolicy
+from ._status import RemoteError
+from ._tasks_service import (
+    ClaimedTask,
+    FailureReport,
+    LeasedTask,
+    NewCommand,
+    PayloadTooLarge,
+    TaskService,
+    WorkflowCompletion,
+    idempotency_key,
+)
+from ._tracing import JsonLinesExporter, configure_tracing, tracer
+from ._worker import Worker, WorkerSettings
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "DEFAULT_TENANT",
+    "ENGINE_FLAGS",
+    "AbiViolation",
+    "ActivationKind",
+    "ActivationRequest",
+    "ActivationStats",
+    "ActivityAttempt",
+    "ActivityReport",
+    "AmberClient",
+    "AmberServer",
+    "ClaimedTask",
+    "Clock",
+    "CorruptHistory",
+    "DeadlineExceeded",
+    "EngineSettings",
+    "FailureReason",
+    "FailureReport",
+    "GuestFault",
+    "GuestTrap",
+    "JsonLinesExporter",
+    "LeasedTask",
+    "MalformedOutput",
+    "ManualClock",
+    "MemoryLimitExceeded",
+    "ModuleUnavailable",
+    "NewCommand",
+    "NonDeterminism",
+    "OutOfFuel",
+    "PayloadTooLarge",
+    "Projection",
+    "RawOutput",
+    "RemoteError",
+    "RetryPolicy",
+    "RunDescription",
+    "RunService",
+    "Sandbox",
+    "SandboxEngine",
+    "SandboxLimits",
+    "StartRequest",
+    "StartResult",
+    "SystemClock",
+    "TaskService",
+    "Worker",
+    "WorkerSettings",
+    "WorkflowActivation",
+    "WorkflowCompletion",
+    "WorkflowStep",
+    "activate_workflow",
+    "configure_tracing",
+    "decode",
+    "encode",
+    "from_ms",
+    "idempotency_key",
+    "migrate_all",
+    "project",
+    "run_activity",
+    "to_ms",
+    "tracer",
+]

@@ -1,0 +1,70 @@
+"""Activity activations: one attempt of one activity, in its own fresh sandbox."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from abi import (
+    ActivityInput,
+    ActivityOutcome,
+    MalformedEnvelope,
+    decode_activity_output,
+    encode_activity_input,
+)
+
+from ._faults import MalformedOutput
+from ._host import ActivationKind
+from ._replay import ActivationStats
+from ._sandbox import ActivationRequest, Sandbox, SandboxLimits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityAttempt:
+    """One attempt of an activity on the module version that scheduled it."""
+
+    digest: str
+    cmd: int
+    input: ActivityInput
+    limits: SandboxLimits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityReport:
+    outcome: ActivityOutcome
+    stats: ActivationStats
+
+
+def run_activity(sandbox: Sandbox, attempt: ActivityAttempt) -> ActivityReport:
+    """Run the attempt and decode its outcome. Raises `GuestFault`s."""
+    raw = sandbox.run(
+        ActivationRequest(
+            kind=ActivationKind.ACTIVITY,
+            digest=attempt.digest,
+            export="amber_activity." + attempt.input.activity,
+            input=encode_activity_input(attempt.input),
+            run_id=attempt.input.run_id,
+            step=attempt.cmd,
+            limits=attempt.limits,
+        )
+    )
+    if raw.suspended:  # unreachable: the host refuses await_results from activities
+        raise MalformedOutput("an activity cannot suspend", run_id=attempt.input.run_id)
+    try:
+        outcome = decode_activity_output(raw.envelope)
+    except MalformedEnvelope as exc:
+        raise MalformedOutput(
+            str(exc),
+            run_id=attempt.input.run_id,
+            step=attempt.cmd,
+            digest=attempt.digest,
+            fuel_used=raw.fuel_used,
+            memory_bytes=raw.memory_bytes,
+        ) from None
+    stats = ActivationStats(
+        fuel_used=raw.fuel_used,
+        memory_bytes=raw.memory_bytes,
+        host_calls=raw.host_calls,
+        duration_s=raw.duration_s,
+        logs=raw.logs,
+    )
+    return ActivityReport(outcome=outcome, stats=stats)

@@ -1,0 +1,198 @@
+"""The Python client: what applications, the CLI and workers use to talk to an Amber server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+import grpc
+import msgpack
+
+from abi import ActivityOutcome
+from history import Event, Run
+from versions import ModuleVersion, UploadResult
+
+from . import _mapping as m
+from ._clock import from_ms
+from ._runs_service import RunDescription, StartResult
+from ._server import GRPC_OPTIONS
+from ._status import error_from_rpc
+from ._tasks_service import FailureReport, LeasedTask, WorkflowCompletion
+from .api import amber_pb2 as pb
+from .api import amber_pb2_grpc as pb_grpc
+
+T = TypeVar("T")
+DEFAULT_TARGET = "127.0.0.1:7233"
+
+
+def encode(value: Any) -> bytes:
+    """A Python value as a msgpack payload (what workflows and activities receive)."""
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+def decode(payload: bytes | None) -> Any:
+    """A msgpack payload as a Python value."""
+    return None if payload is None else msgpack.unpackb(payload, raw=False)
+
+
+class AmberClient:
+    """A connection to one Amber server. Thread-safe. Errors come back as Amber's typed errors."""
+
+    def __init__(self, target: str = DEFAULT_TARGET, *, timeout_s: float = 30.0) -> None:
+        self.target = target
+        self._timeout = timeout_s
+        self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
+        self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> AmberClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, rpc: Callable[..., T], request: Any, *, extra_timeout_s: float = 0.0) -> T:
+        try:
+            return rpc(request, timeout=self._timeout + extra_timeout_s)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from None
+
+    def wait_ready(self, timeout_s: float = 10.0) -> None:
+        """Block until the server accepts connections."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout_s)
+        except grpc.FutureTimeoutError:
+            raise TimeoutError(f"no Amber server at {self.target} after {timeout_s} s") from None
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        raw_input: bytes | None = None,
+        workflow_id: str = "",
+        version: str = "",
+        tenant: str = "",
+        queue: str = "",
+    ) -> StartResult:
+        """Start a run (idempotent on `workflow_id`). `input` is msgpack-encoded for you."""
+        request = pb.StartRunRequest(
+            workflow_type=workflow_type,
+            input=raw_input if raw_input is not None else encode(input),
+            workflow_id=workflow_id,
+            version=version,
+            tenant=tenant,
+            queue=queue,
+        )
+        response = self._call(self._stub.StartRun, request)
+        return StartResult(
+            run=m.run_from_pb(response.run), already_started=response.already_started
+        )
+
+    def describe(self, run_id: str, *, tenant: str = "") -> RunDescription:
+        """The run, its open tasks and its recent failures."""
+        request = pb.DescribeRunRequest(run_id=run_id, tenant=tenant)
+        return m.description_from_pb(self._call(self._stub.DescribeRun, request))
+
+    def history(self, run_id: str, *, after_seq: int = 0, tenant: str = "") -> list[Event]:
+        request = pb.GetHistoryRequest(run_id=run_id, after_seq=after_seq, tenant=tenant)
+        response = self._call(self._stub.GetHistory, request)
+        return [m.event_from_pb(run_id, e) for e in response.events]
+
+    def result(self, run_id: str, *, wait_s: float = 0.0, tenant: str = "") -> Run:
+        """The run, waiting up to `wait_s` for it to close (check `run.status.closed`)."""
+        request = pb.GetResultRequest(run_id=run_id, wait_ms=int(wait_s * 1000), tenant=tenant)
+        response = self._call(self._stub.GetResult, request, extra_timeout_s=wait_s)
+        return m.run_from_pb(response.run)
+
+    def list_runs(
+        self,
+        *,
+        tenant: str = "",
+        status: str = "",
+        workflow_type: str = "",
+        limit: int = 50,
+        page_token: str = "",
+    ) -> tuple[list[Run], str]:
+        """A page of runs, newest first, and the token of the next page ("" at the end)."""
+        request = pb.ListRunsRequest(
+            tenant=tenant,
+            status=status,
+            workflow_type=workflow_type,
+            limit=limit,
+            page_token=page_token,
+        )
+        response = self._call(self._stub.ListRuns, request)
+        return [m.run_from_pb(r) for r in response.runs], response.next_page_token
+
+    # -- versions ----------------------------------------------------------------------------
+
+    def upload_version(self, wasm: bytes, *, promote: bool = False) -> UploadResult:
+        request = pb.UploadVersionRequest(module=wasm, promote=promote)
+        response = self._call(self._stub.UploadVersion, request)
+        return UploadResult(version=m.version_from_pb(response.version), created=response.created)
+
+    def list_versions(self) -> list[ModuleVersion]:
+        response = self._call(self._stub.ListVersions, pb.ListVersionsRequest())
+        return [m.version_from_pb(v) for v in response.versions]
+
+    def get_version(self, ref: str) -> ModuleVersion:
+        response = self._call(self._stub.GetVersion, pb.GetVersionRequest(ref=ref))
+        return m.version_from_pb(response.version)
+
+    def get_module(self, digest: str) -> bytes:
+        response = self._call(self._stub.GetModule, pb.GetModuleRequest(digest=digest))
+        return bytes(response.module)
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def poll_task(
+        self, *, worker_id: str, queue: str = "", wait_s: float = 20.0
+    ) -> LeasedTask | None:
+        request = pb.PollTaskRequest(worker_id=worker_id, queue=queue, wait_ms=int(wait_s * 1000))
+        response = self._call(self._stub.PollTask, request, extra_timeout_s=wait_s)
+        return m.leased_from_pb(response.task) if response.HasField("task") else None
+
+    def complete_workflow(
+        self, task: LeasedTask, done: WorkflowCompletion, *, worker_id: str
+    ) -> None:
+        request = pb.CompleteTaskRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            workflow=m.workflow_completion_to_pb(done),
+        )
+        self._call(self._stub.CompleteTask, request)
+
+    def complete_activity(
+        self, task: LeasedTask, outcome: ActivityOutcome, *, worker_id: str
+    ) -> None:
+        request = pb.CompleteTaskRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            activity=m.activity_completion_to_pb(outcome),
+        )
+        self._call(self._stub.CompleteTask, request)
+
+    def fail_task(self, task: LeasedTask, report: FailureReport, *, worker_id: str) -> None:
+        request = pb.FailTaskRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            failure=m.failure_report_to_pb(report),
+        )
+        self._call(self._stub.FailTask, request)
+
+    def heartbeat(self, task: LeasedTask, *, worker_id: str) -> datetime:
+        """Extend the task's lease; raises `LeaseLost` if it is no longer ours."""
+        request = pb.HeartbeatRequest(
+            task_id=task.task_id, fencing=task.fencing, worker_id=worker_id
+        )
+        return from_ms(self._call(self._stub.Heartbeat, request).lease_expires_ms)

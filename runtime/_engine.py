@@ -1,0 +1,91 @@
+"""One wasmtime engine per process, its epoch ticker, and the loaded-module cache.
+
+Engine flags are fixed here (fuel and epoch interruption on, Cranelift tuned for speed) because
+precompiled artifacts are only valid for the flags they were compiled with; the flags string is
+part of every artifact's cache key.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+
+import wasmtime
+
+from versions import ArtifactCache
+
+from ._host import HostImports
+
+EPOCH_TICK_S = 0.010
+ENGINE_FLAGS = "consume_fuel=1;epoch_interruption=1;opt=speed"
+
+
+def _new_engine() -> wasmtime.Engine:
+    config = wasmtime.Config()
+    config.consume_fuel = True
+    config.epoch_interruption = True
+    config.cranelift_opt_level = "speed"
+    return wasmtime.Engine(config)
+
+
+class _EpochTicker(threading.Thread):
+    """Advances the engine's epoch every 10 ms, so a deadline of N ms is N/10 ticks.
+
+    Wasm releases the GIL while it runs, so a Python thread is enough.
+    """
+
+    def __init__(self, engine: wasmtime.Engine) -> None:
+        super().__init__(name="amber-epoch-ticker", daemon=True)
+        self._engine = engine
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(EPOCH_TICK_S):
+            self._engine.increment_epoch()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class SandboxEngine:
+    """Compiled modules ready to instantiate, for one process.
+
+    Keeps an `InstancePre` (imports already resolved) per module digest, least recently used
+    evicted beyond `max_modules`. Artifacts come from the on-disk cache.
+    """
+
+    def __init__(self, artifact_dir: Path, *, max_modules: int = 64) -> None:
+        self.engine = _new_engine()
+        self.host = HostImports()
+        self._linker = wasmtime.Linker(self.engine)
+        self.host.define(self._linker)
+        self._artifacts = ArtifactCache(artifact_dir, self.engine, ENGINE_FLAGS)
+        self._loaded: OrderedDict[str, wasmtime.InstancePre] = OrderedDict()
+        self._max_modules = max_modules
+        self._lock = threading.Lock()
+        self._ticker = _EpochTicker(self.engine)
+        self._ticker.start()
+
+    def instance_pre(self, digest: str, fetch: Callable[[], bytes]) -> wasmtime.InstancePre:
+        """The ready-to-instantiate module for `digest`; `fetch()` gives its bytes on a miss."""
+        with self._lock:
+            pre = self._loaded.get(digest)
+            if pre is not None:
+                self._loaded.move_to_end(digest)
+                return pre
+        module = self._artifacts.load(digest, fetch)
+        pre = self._linker.instantiate_pre(module)
+        with self._lock:
+            self._loaded[digest] = pre
+            while len(self._loaded) > self._max_modules:
+                self._loaded.popitem(last=False)
+        return pre
+
+    def loaded_digests(self) -> list[str]:
+        with self._lock:
+            return list(self._loaded)
+
+    def close(self) -> None:
+        self._ticker.stop()

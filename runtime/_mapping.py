@@ -1,0 +1,368 @@
+"""Proto ↔ domain conversions, for the servicer and the client alike. No logic lives here."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from abi import (
+    ActivityOutcome,
+    ActivityStatus,
+    Command,
+    ErrorInfo,
+    RecordNow,
+    RecordRandom,
+    ScheduleActivity,
+    WorkflowStatus,
+    command_kind,
+    parse_manifest,
+)
+from history import (
+    Event,
+    EventType,
+    FailureRecord,
+    Run,
+    RunStatus,
+    Task,
+    TaskKind,
+    TaskState,
+    decode_payload,
+    encode_payload,
+)
+from versions import ModuleVersion
+
+from ._clock import from_ms, to_ms
+from ._runs_service import RunDescription
+from ._tasks_service import (
+    ClaimedTask,
+    FailureReport,
+    LeasedTask,
+    NewCommand,
+    WorkflowCompletion,
+    idempotency_key,
+)
+from .api import amber_pb2 as pb
+
+
+def _ms(moment: datetime | None) -> int:
+    return 0 if moment is None else to_ms(moment)
+
+
+def _opt_dt(ms: int) -> datetime | None:
+    return from_ms(ms) if ms else None
+
+
+def error_to_pb(error: ErrorInfo | None) -> pb.ErrorInfo | None:
+    if error is None:
+        return None
+    return pb.ErrorInfo(type=error.type, message=error.message, non_retryable=error.non_retryable)
+
+
+def error_from_pb(msg: pb.ErrorInfo) -> ErrorInfo:
+    return ErrorInfo(type=msg.type, message=msg.message, non_retryable=msg.non_retryable)
+
+
+def run_to_pb(run: Run) -> pb.RunInfo:
+    error = None
+    if run.error_type is not None:
+        error = pb.ErrorInfo(type=run.error_type, message=run.error_message or "")
+    return pb.RunInfo(
+        run_id=run.run_id,
+        tenant=run.tenant,
+        workflow_id=run.workflow_id,
+        workflow_type=run.workflow_type,
+        digest=run.digest,
+        status=run.status.value,
+        input=run.input,
+        result=run.result or b"",
+        error=error,
+        last_seq=run.last_seq,
+        created_ms=_ms(run.created_at),
+        updated_ms=_ms(run.updated_at),
+        closed_ms=_ms(run.closed_at),
+        queue=run.queue,
+    )
+
+
+def run_from_pb(msg: pb.RunInfo) -> Run:
+    has_error = msg.HasField("error")
+    return Run(
+        run_id=msg.run_id,
+        tenant=msg.tenant,
+        workflow_id=msg.workflow_id,
+        workflow_type=msg.workflow_type,
+        digest=msg.digest,
+        queue=msg.queue,
+        status=RunStatus(msg.status),
+        input=msg.input,
+        result=msg.result if msg.status == RunStatus.COMPLETED else None,
+        error_type=msg.error.type if has_error else None,
+        error_message=msg.error.message if has_error else None,
+        last_seq=msg.last_seq,
+        next_cmd=0,
+        created_at=from_ms(msg.created_ms),
+        updated_at=from_ms(msg.updated_ms),
+        closed_at=_opt_dt(msg.closed_ms),
+    )
+
+
+def event_to_pb(event: Event) -> pb.Event:
+    return pb.Event(
+        seq=event.seq,
+        type=event.type.value,
+        payload=encode_payload(event.payload),
+        digest=event.digest,
+        time_ms=_ms(event.created_at),
+    )
+
+
+def event_from_pb(run_id: str, msg: pb.Event) -> Event:
+    return Event(
+        run_id=run_id,
+        seq=msg.seq,
+        type=EventType(msg.type),
+        payload=decode_payload(msg.payload),
+        digest=msg.digest,
+        created_at=from_ms(msg.time_ms),
+    )
+
+
+def task_info_to_pb(task: Task) -> pb.TaskInfo:
+    return pb.TaskInfo(
+        task_id=task.task_id,
+        kind=task.kind.value,
+        name=task.name,
+        cmd=task.cmd or 0,
+        has_cmd=task.cmd is not None,
+        state=task.state.value,
+        attempt=task.attempt,
+        max_attempts=task.max_attempts,
+        visible_ms=_ms(task.visible_at),
+        lease_owner=task.lease_owner or "",
+        lease_expires_ms=_ms(task.lease_expires_at),
+        consecutive_failures=task.consecutive_failures,
+        last_failure=task.last_failure or "",
+    )
+
+
+def task_info_from_pb(run_id: str, digest: str, msg: pb.TaskInfo) -> Task:
+    return Task(
+        task_id=msg.task_id,
+        run_id=run_id,
+        kind=TaskKind(msg.kind),
+        queue="",
+        cmd=msg.cmd if msg.has_cmd else None,
+        name=msg.name,
+        digest=digest,
+        args=None,
+        state=TaskState(msg.state),
+        visible_at=from_ms(msg.visible_ms),
+        lease_owner=msg.lease_owner or None,
+        lease_expires_at=_opt_dt(msg.lease_expires_ms),
+        fencing=0,
+        attempt=msg.attempt,
+        max_attempts=msg.max_attempts,
+        consecutive_failures=msg.consecutive_failures,
+        last_failure=msg.last_failure or None,
+        scheduled_at=from_ms(msg.visible_ms),
+    )
+
+
+def failure_to_pb(failure: FailureRecord) -> pb.FailureInfo:
+    return pb.FailureInfo(
+        task_id=failure.task_id,
+        kind=failure.kind,
+        cmd=failure.cmd or 0,
+        has_cmd=failure.cmd is not None,
+        attempt=failure.attempt,
+        digest=failure.digest,
+        reason=failure.reason,
+        trap_code=failure.trap_code or "",
+        message=failure.message,
+        fuel_used=failure.fuel_used or 0,
+        memory_bytes=failure.memory_bytes or 0,
+        worker=failure.worker or "",
+        time_ms=_ms(failure.created_at),
+    )
+
+
+def failure_from_pb(run_id: str, msg: pb.FailureInfo) -> FailureRecord:
+    return FailureRecord(
+        task_id=msg.task_id,
+        run_id=run_id,
+        kind=msg.kind,
+        cmd=msg.cmd if msg.has_cmd else None,
+        attempt=msg.attempt,
+        digest=msg.digest,
+        reason=msg.reason,
+        trap_code=msg.trap_code or None,
+        message=msg.message,
+        fuel_used=msg.fuel_used,
+        memory_bytes=msg.memory_bytes,
+        worker=msg.worker or None,
+        created_at=from_ms(msg.time_ms),
+    )
+
+
+def description_to_pb(desc: RunDescription) -> pb.DescribeRunResponse:
+    return pb.DescribeRunResponse(
+        run=run_to_pb(desc.run),
+        tasks=[task_info_to_pb(t) for t in desc.tasks],
+        recent_failures=[failure_to_pb(f) for f in desc.recent_failures],
+    )
+
+
+def description_from_pb(msg: pb.DescribeRunResponse) -> RunDescription:
+    run = run_from_pb(msg.run)
+    return RunDescription(
+        run=run,
+        tasks=tuple(task_info_from_pb(run.run_id, run.digest, t) for t in msg.tasks),
+        recent_failures=tuple(failure_from_pb(run.run_id, f) for f in msg.recent_failures),
+    )
+
+
+def version_to_pb(version: ModuleVersion) -> pb.VersionInfo:
+    return pb.VersionInfo(
+        digest=version.digest,
+        size=version.size,
+        manifest_json=json.dumps(version.manifest.to_json(), sort_keys=True),
+        uploaded_ms=_ms(version.uploaded_at),
+        current_for=list(version.current_for),
+    )
+
+
+def version_from_pb(msg: pb.VersionInfo) -> ModuleVersion:
+    return ModuleVersion(
+        digest=msg.digest,
+        size=msg.size,
+        manifest=parse_manifest(msg.manifest_json.encode()),
+        uploaded_at=from_ms(msg.uploaded_ms),
+        current_for=tuple(msg.current_for),
+    )
+
+
+def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
+    task, run = claimed.task, claimed.run
+    msg = pb.Task(
+        task_id=task.task_id,
+        fencing=task.fencing,
+        kind=task.kind.value,
+        run_id=task.run_id,
+        digest=task.digest,
+        name=task.name,
+        attempt=task.attempt,
+        lease_expires_ms=_ms(task.lease_expires_at),
+        tenant=run.tenant,
+    )
+    if task.kind is TaskKind.WORKFLOW:
+        msg.input = run.input
+        msg.history.extend(event_to_pb(e) for e in claimed.events)
+    else:
+        assert task.cmd is not None
+        msg.cmd = task.cmd
+        msg.args = task.args or b""
+        msg.idempotency_key = idempotency_key(task.run_id, task.cmd)
+    return msg
+
+
+def command_to_pb(new: NewCommand) -> pb.Command:
+    command = new.command
+    msg = pb.Command(cmd=new.cmd, kind=command_kind(command))
+    if isinstance(command, ScheduleActivity):
+        msg.name, msg.args = command.name, command.args
+    elif isinstance(command, RecordNow):
+        msg.value = command.value
+    else:
+        msg.args = command.value
+    return msg
+
+
+def command_from_pb(msg: pb.Command) -> NewCommand:
+    command: Command
+    if msg.kind == "activity":
+        command = ScheduleActivity(name=msg.name, args=msg.args)
+    elif msg.kind == "now":
+        command = RecordNow(value=msg.value)
+    elif msg.kind == "random":
+        command = RecordRandom(value=msg.args)
+    else:
+        raise ValueError(f"unknown command kind {msg.kind!r}")
+    return NewCommand(cmd=msg.cmd, command=command)
+
+
+def workflow_completion_to_pb(done: WorkflowCompletion) -> pb.WorkflowCompletion:
+    return pb.WorkflowCompletion(
+        expected_last_seq=done.expected_last_seq,
+        commands=[command_to_pb(c) for c in done.commands],
+        status=done.status.value,
+        result=done.result or b"",
+        error=error_to_pb(done.error),
+    )
+
+
+def workflow_completion_from_pb(msg: pb.WorkflowCompletion) -> WorkflowCompletion:
+    status = WorkflowStatus(msg.status)
+    return WorkflowCompletion(
+        expected_last_seq=msg.expected_last_seq,
+        commands=tuple(command_from_pb(c) for c in msg.commands),
+        status=status,
+        result=msg.result if status is WorkflowStatus.COMPLETED else None,
+        error=error_from_pb(msg.error) if msg.HasField("error") else None,
+    )
+
+
+def activity_completion_to_pb(outcome: ActivityOutcome) -> pb.ActivityCompletion:
+    return pb.ActivityCompletion(
+        ok=outcome.status is ActivityStatus.COMPLETED,
+        result=outcome.result or b"",
+        error=error_to_pb(outcome.error),
+    )
+
+
+def activity_completion_from_pb(msg: pb.ActivityCompletion) -> ActivityOutcome:
+    if msg.ok:
+        return ActivityOutcome(status=ActivityStatus.COMPLETED, result=msg.result)
+    return ActivityOutcome(status=ActivityStatus.FAILED, error=error_from_pb(msg.error))
+
+
+def failure_report_to_pb(report: FailureReport) -> pb.Failure:
+    return pb.Failure(
+        reason=report.reason,
+        message=report.message,
+        trap_code=report.trap_code or "",
+        fuel_used=report.fuel_used or 0,
+        memory_bytes=report.memory_bytes or 0,
+        step=report.step or 0,
+        has_step=report.step is not None,
+    )
+
+
+def failure_report_from_pb(msg: pb.Failure) -> FailureReport:
+    return FailureReport(
+        reason=msg.reason,
+        message=msg.message[:4096],
+        trap_code=msg.trap_code or None,
+        fuel_used=msg.fuel_used or None,
+        memory_bytes=msg.memory_bytes or None,
+        step=msg.step if msg.has_step else None,
+    )
+
+
+def leased_from_pb(msg: pb.Task) -> LeasedTask:
+    kind = TaskKind(msg.kind)
+    return LeasedTask(
+        task_id=msg.task_id,
+        fencing=msg.fencing,
+        kind=kind,
+        run_id=msg.run_id,
+        tenant=msg.tenant,
+        digest=msg.digest,
+        name=msg.name,
+        attempt=msg.attempt,
+        lease_expires_at=from_ms(msg.lease_expires_ms),
+        input=msg.input,
+        events=tuple(event_from_pb(msg.run_id, e) for e in msg.history),
+        cmd=msg.cmd,
+        args=msg.args,
+        idempotency_key=msg.idempotency_key,
+    )

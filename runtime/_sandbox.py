@@ -1,0 +1,239 @@
+"""One activation: a fresh Store with fuel, memory and deadline limits, one call, typed faults.
+
+Every activation gets a new `Store` (so no state leaks between runs or attempts), instantiated
+from the cached `InstancePre` of its module digest. Its input envelope is written through
+`amber_alloc`; its output is read back bounds-checked. Whatever goes wrong comes out as one
+`GuestFault` subclass carrying the run, step, digest, fuel and memory used.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import wasmtime
+
+from abi import ALLOC_EXPORT, MAX_ENVELOPE_BYTES, MEMORY_EXPORT
+
+from ._clock import Clock
+from ._engine import EPOCH_TICK_S, SandboxEngine
+from ._faults import (
+    DeadlineExceeded,
+    GuestFault,
+    GuestTrap,
+    MalformedOutput,
+    MemoryLimitExceeded,
+    OutOfFuel,
+)
+from ._host import ActivationKind, HostCalls, Suspended
+
+_WASM_PAGE = 65536
+_U64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxLimits:
+    """The budget of one activation."""
+
+    fuel: int = 1_000_000_000
+    """Wasm instructions, roughly (1e9 ≈ 0.1–0.3 s of guest CPU here)."""
+    memory_bytes: int = 64 * 1024 * 1024
+    deadline_s: float = 10.0
+    """Wall-clock limit covering guest code and host calls."""
+    max_output_bytes: int = MAX_ENVELOPE_BYTES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivationRequest:
+    """Run one export of one module version on one input envelope."""
+
+    kind: ActivationKind
+    digest: str
+    export: str
+    input: bytes
+    run_id: str
+    step: int | None
+    limits: SandboxLimits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawOutput:
+    """What came out of a successful activation, before the envelope is decoded."""
+
+    envelope: bytes
+    suspended: bool
+    """True when the guest ended through `await_results`."""
+    handed_out: tuple[tuple[str, object], ...]
+    logs: tuple[tuple[int, str], ...]
+    fuel_used: int
+    memory_bytes: int
+    host_calls: int
+    duration_s: float
+
+
+@dataclass(slots=True)
+class _Usage:
+    store: wasmtime.Store
+    fuel: int
+    memory: wasmtime.Memory | None = None
+
+    def fuel_used(self) -> int:
+        try:
+            return self.fuel - self.store.get_fuel()
+        except wasmtime.WasmtimeError:
+            return self.fuel
+
+    def memory_bytes(self) -> int:
+        return 0 if self.memory is None else self.memory.data_len(self.store)
+
+    def at_memory_limit(self) -> bool:
+        """Whether the guest's memory can no longer grow (its limit is what stopped it)."""
+        if self.memory is None:
+            return False
+        try:
+            self.memory.grow(self.store, 1)
+        except wasmtime.WasmtimeError:
+            return True
+        return False
+
+
+class Sandbox:
+    """Runs activations one at a time on a shared `SandboxEngine`."""
+
+    def __init__(
+        self, engine: SandboxEngine, clock: Clock, module_source: Callable[[str], bytes]
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._module_source = module_source
+        self._lock = threading.Lock()
+
+    def preload(self, digest: str) -> None:
+        """Compile or load a module version ahead of its first activation."""
+        self._engine.instance_pre(digest, lambda: self._module_source(digest))
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
+        with self._lock:
+            return self._run(request)
+
+    def _run(self, request: ActivationRequest) -> RawOutput:
+        pre = self._engine.instance_pre(request.digest, lambda: self._module_source(request.digest))
+        limits = request.limits
+        started = time.monotonic()
+        state = HostCalls(
+            kind=request.kind,
+            clock=self._clock,
+            deadline=started + limits.deadline_s,
+            run_id=request.run_id,
+        )
+        store = wasmtime.Store(self._engine.engine)
+        store.set_fuel(limits.fuel)
+        store.set_limits(memory_size=limits.memory_bytes, instances=1, tables=1, memories=1)
+        store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
+        usage = _Usage(store=store, fuel=limits.fuel)
+        host = self._engine.host
+        host.active = state
+        try:
+            envelope, suspended = self._call(pre, store, request, state, usage)
+        except Suspended as signal:
+            envelope, suspended = signal.envelope, True
+        except GuestFault as fault:
+            raise self._contextual(type(fault), fault.detail, request, usage) from None
+        except wasmtime.Trap as trap:
+            raise self._classify_trap(trap, request, usage) from None
+        except wasmtime.WasmtimeError as exc:
+            raise self._classify_error(exc, request, usage) from None
+        finally:
+            host.active = None
+        return RawOutput(
+            envelope=envelope,
+            suspended=suspended,
+            handed_out=tuple(state.handed_out),
+            logs=tuple(state.logs),
+            fuel_used=usage.fuel_used(),
+            memory_bytes=usage.memory_bytes(),
+            host_calls=state.calls,
+            duration_s=time.monotonic() - started,
+        )
+
+    def _call(
+        self,
+        pre: wasmtime.InstancePre,
+        store: wasmtime.Store,
+        request: ActivationRequest,
+        state: HostCalls,
+        usage: _Usage,
+    ) -> tuple[bytes, bool]:
+        instance = pre.instantiate(store)
+        exports = instance.exports(store)
+        memory = exports[MEMORY_EXPORT]
+        alloc = exports[ALLOC_EXPORT]
+        entry = exports[request.export]
+        assert isinstance(memory, wasmtime.Memory)
+        assert isinstance(alloc, wasmtime.Func) and isinstance(entry, wasmtime.Func)
+        usage.memory = state.memory = memory
+        size = len(request.input)
+        ptr = alloc(store, size) & 0xFFFF_FFFF
+        if ptr == 0 or ptr + size > memory.data_len(store):
+            raise MemoryLimitExceeded(f"amber_alloc could not provide {size} bytes for the input")
+        if size:
+            memory.write(store, request.input, ptr)
+        packed = entry(store, ptr, size) & _U64
+        out_ptr, out_len = packed >> 32, packed & 0xFFFF_FFFF
+        if out_len > request.limits.max_output_bytes:
+            raise MalformedOutput(
+                f"output of {out_len} bytes exceeds the cap of {request.limits.max_output_bytes}"
+            )
+        if out_ptr + out_len > memory.data_len(store):
+            raise MalformedOutput(f"output [{out_ptr}, {out_ptr + out_len}) lies outside memory")
+        return bytes(memory.read(store, out_ptr, out_ptr + out_len)), False
+
+    def _contextual(
+        self, kind: type[GuestFault], detail: str, request: ActivationRequest, usage: _Usage
+    ) -> GuestFault:
+        return kind(
+            detail,
+            run_id=request.run_id,
+            step=request.step,
+            digest=request.digest,
+            fuel_used=usage.fuel_used(),
+            memory_bytes=usage.memory_bytes(),
+        )
+
+    def _classify_trap(
+        self, trap: wasmtime.Trap, request: ActivationRequest, usage: _Usage
+    ) -> GuestFault:
+        code = trap.trap_code
+        name = code.name.lower() if code is not None else "unknown"
+        if code == wasmtime.TrapCode.OUT_OF_FUEL:
+            return self._contextual(
+                OutOfFuel, f"used all {request.limits.fuel} units of fuel", request, usage
+            )
+        if code == wasmtime.TrapCode.INTERRUPT:
+            return self._contextual(
+                DeadlineExceeded,
+                f"guest code ran past the {request.limits.deadline_s:g} s deadline",
+                request,
+                usage,
+            )
+        if usage.at_memory_limit():
+            return self._contextual(
+                MemoryLimitExceeded,
+                f"trapped ({name}) with memory at its limit of {request.limits.memory_bytes} bytes",
+                request,
+                usage,
+            )
+        fault = self._contextual(GuestTrap, f"trap {name}: {trap.message}", request, usage)
+        fault.trap_code = name
+        return fault
+
+    def _classify_error(
+        self, exc: wasmtime.WasmtimeError, request: ActivationRequest, usage: _Usage
+    ) -> GuestFault:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if "limit" in message or ("memory" in message and usage.memory is None):
+            return self._contextual(MemoryLimitExceeded, message, request, usage)
+        return self._contextual(GuestTrap, message, request, usage)

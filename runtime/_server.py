@@ -1,0 +1,116 @@
+"""The server process: gRPC frontend, lease sweeper and notification listener, over one database.
+
+The server holds no run state of its own — everything is in PostgreSQL — so several servers can
+share one database, and any of them can be killed at any time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent import futures
+
+import grpc
+
+import history
+import versions
+from history import Database
+
+from ._clock import Clock, SystemClock
+from ._notify import Notifier
+from ._runs_service import RunService
+from ._servicer import AmberServicer
+from ._settings import EngineSettings
+from ._tasks_service import TaskService
+from .api import amber_pb2_grpc as pb_grpc
+
+_log = logging.getLogger(__name__)
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+def migrate_all(db: Database) -> None:
+    """Bring the schema up to date (every package that owns tables)."""
+    history.migrate(db)
+    versions.migrate(db)
+
+
+class _Sweeper(threading.Thread):
+    """Periodically turns expired leases back into pending work."""
+
+    def __init__(self, tasks: TaskService, interval_s: float) -> None:
+        super().__init__(name="amber-lease-sweeper", daemon=True)
+        self._tasks = tasks
+        self._interval = interval_s
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(self._interval):
+            try:
+                reclaimed = self._tasks.sweep_expired_leases()
+                if reclaimed:
+                    _log.info("reclaimed %d expired lease(s)", reclaimed)
+            except Exception:
+                _log.exception("lease sweep failed; will retry")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class AmberServer:
+    """Everything `amber server` runs, startable in-process for `amber dev` and tests."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        listen: str = "127.0.0.1:7233",
+        clock: Clock | None = None,
+        settings: EngineSettings | None = None,
+        max_threads: int = 64,
+    ) -> None:
+        self.db = db
+        self.clock = clock or SystemClock()
+        self.settings = settings or EngineSettings()
+        self.notifier = Notifier(db)
+        self.runs = RunService(db, self.clock, self.settings, self.notifier)
+        self.tasks = TaskService(db, self.clock, self.settings, self.notifier)
+        self.registry = versions.VersionRegistry(db)
+        self._grpc = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
+            options=GRPC_OPTIONS,
+        )
+        servicer = AmberServicer(
+            self.runs,
+            self.tasks,
+            self.registry,
+            self.notifier,
+            self.clock,
+            self.settings.default_queue,
+        )
+        pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
+        self._listen = listen
+        self._sweeper = _Sweeper(self.tasks, self.settings.sweep_interval.total_seconds())
+        self.port = 0
+
+    def start(self) -> int:
+        """Migrate, start listening; returns the bound port (useful with port 0)."""
+        migrate_all(self.db)
+        self.notifier.start()
+        self.port = self._grpc.add_insecure_port(self._listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self._listen}")
+        self._grpc.start()
+        self._sweeper.start()
+        return self.port
+
+    def wait(self) -> None:
+        self._grpc.wait_for_termination()
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        self._sweeper.stop()
+        self._grpc.stop(grace_s).wait()
+        self.notifier.stop()

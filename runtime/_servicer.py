@@ -1,0 +1,215 @@
+"""The gRPC servicer: validate, call a service, map. Each method is a few lines."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+
+from abi import AmberError, InvalidInput
+from history import RunQuery, RunStatus
+from versions import VersionRegistry
+
+from . import _mapping as m
+from ._clock import Clock, from_ms, to_ms
+from ._notify import Notifier
+from ._runs_service import DEFAULT_TENANT, RunService, StartRequest
+from ._status import ERROR_TYPE_KEY, status_of
+from ._tasks_service import TaskService
+from .api import amber_pb2 as pb
+from .api import amber_pb2_grpc as pb_grpc
+
+_log = logging.getLogger(__name__)
+MAX_POLL_WAIT_S = 60.0
+MAX_RESULT_WAIT_S = 300.0
+_RECHECK_S = 0.25
+
+R = TypeVar("R")
+
+
+def _rpc(method: Callable[..., R]) -> Callable[..., R]:
+    """Turn Amber errors into gRPC statuses carrying the error's type name."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> R:
+        try:
+            return method(self, request, context)
+        except AmberError as exc:
+            context.set_trailing_metadata(((ERROR_TYPE_KEY, type(exc).__name__),))
+            context.abort(status_of(exc), str(exc))
+        except Exception:
+            _log.exception("internal error in %s", method.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}")
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+def _wait_s(ms: int, cap: float) -> float:
+    if ms < 0:
+        raise InvalidInput("wait_ms must not be negative")
+    return min(ms / 1000, cap)
+
+
+class AmberServicer(pb_grpc.AmberServicer):
+    def __init__(
+        self,
+        runs: RunService,
+        tasks: TaskService,
+        registry: VersionRegistry,
+        notifier: Notifier,
+        clock: Clock,
+        default_queue: str,
+    ) -> None:
+        self._runs = runs
+        self._tasks = tasks
+        self._registry = registry
+        self._notifier = notifier
+        self._clock = clock
+        self._default_queue = default_queue
+
+    # -- applications ----------------------------------------------------------------------
+
+    @_rpc
+    def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
+        result = self._runs.start(
+            StartRequest(
+                workflow_type=request.workflow_type,
+                input=request.input,
+                tenant=request.tenant or DEFAULT_TENANT,
+                workflow_id=request.workflow_id,
+                version=request.version,
+                queue=request.queue,
+            )
+        )
+        return pb.StartRunResponse(
+            run=m.run_to_pb(result.run), already_started=result.already_started
+        )
+
+    @_rpc
+    def DescribeRun(self, request: pb.DescribeRunRequest, context: Any) -> pb.DescribeRunResponse:
+        return m.description_to_pb(self._runs.describe(request.run_id, tenant=request.tenant))
+
+    @_rpc
+    def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
+        events = self._runs.history(
+            request.run_id, after_seq=request.after_seq, tenant=request.tenant
+        )
+        return pb.GetHistoryResponse(events=[m.event_to_pb(e) for e in events])
+
+    @_rpc
+    def GetResult(self, request: pb.GetResultRequest, context: Any) -> pb.GetResultResponse:
+        wait = _wait_s(request.wait_ms, MAX_RESULT_WAIT_S)
+        run = self._runs.wait_closed(request.run_id, timeout_s=wait, tenant=request.tenant)
+        return pb.GetResultResponse(run=m.run_to_pb(run), closed=run.status.closed)
+
+    @_rpc
+    def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsResponse:
+        try:
+            status = RunStatus(request.status) if request.status else None
+        except ValueError:
+            raise InvalidInput(f"unknown run status {request.status!r}") from None
+        before = None
+        if request.page_token:
+            ms, _, run_id = request.page_token.partition("/")
+            if not ms.isdigit() or not run_id:
+                raise InvalidInput("malformed page token")
+            before = (from_ms(int(ms)), run_id)
+        limit = request.limit or 50
+        runs = self._runs.list(
+            RunQuery(
+                tenant=request.tenant or DEFAULT_TENANT,
+                status=status,
+                workflow_type=request.workflow_type or None,
+                limit=limit,
+                before=before,
+            )
+        )
+        token = ""
+        if len(runs) == limit:
+            token = f"{to_ms(runs[-1].created_at)}/{runs[-1].run_id}"
+        return pb.ListRunsResponse(runs=[m.run_to_pb(r) for r in runs], next_page_token=token)
+
+    # -- versions --------------------------------------------------------------------------
+
+    @_rpc
+    def UploadVersion(
+        self, request: pb.UploadVersionRequest, context: Any
+    ) -> pb.UploadVersionResponse:
+        result = self._registry.upload(
+            request.module, now=self._clock.now(), promote=request.promote
+        )
+        return pb.UploadVersionResponse(
+            version=m.version_to_pb(result.version), created=result.created
+        )
+
+    @_rpc
+    def ListVersions(
+        self, request: pb.ListVersionsRequest, context: Any
+    ) -> pb.ListVersionsResponse:
+        return pb.ListVersionsResponse(versions=[m.version_to_pb(v) for v in self._registry.list()])
+
+    @_rpc
+    def GetVersion(self, request: pb.GetVersionRequest, context: Any) -> pb.GetVersionResponse:
+        return pb.GetVersionResponse(version=m.version_to_pb(self._registry.get(request.ref)))
+
+    @_rpc
+    def GetModule(self, request: pb.GetModuleRequest, context: Any) -> pb.GetModuleResponse:
+        return pb.GetModuleResponse(module=self._registry.module_bytes(request.digest))
+
+    # -- workers ---------------------------------------------------------------------------
+
+    @_rpc
+    def PollTask(self, request: pb.PollTaskRequest, context: Any) -> pb.PollTaskResponse:
+        if not request.worker_id:
+            raise InvalidInput("worker_id is required")
+        queue = request.queue or self._default_queue
+        deadline = time.monotonic() + _wait_s(request.wait_ms, MAX_POLL_WAIT_S)
+        while context.is_active():
+            seen = self._notifier.task_generation(queue)
+            claimed = self._tasks.claim(queue=queue, worker=request.worker_id)
+            if claimed is not None:
+                return pb.PollTaskResponse(task=m.claimed_to_pb(claimed))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._notifier.wait_tasks(queue, seen, min(remaining, _RECHECK_S))
+        return pb.PollTaskResponse()
+
+    @_rpc
+    def CompleteTask(
+        self, request: pb.CompleteTaskRequest, context: Any
+    ) -> pb.CompleteTaskResponse:
+        which = request.WhichOneof("completion")
+        if which == "workflow":
+            done = m.workflow_completion_from_pb(request.workflow)
+            self._tasks.complete_workflow(
+                task_id=request.task_id, fencing=request.fencing, done=done
+            )
+        elif which == "activity":
+            outcome = m.activity_completion_from_pb(request.activity)
+            self._tasks.complete_activity(
+                task_id=request.task_id, fencing=request.fencing, outcome=outcome
+            )
+        else:
+            raise InvalidInput("CompleteTask needs a workflow or an activity completion")
+        return pb.CompleteTaskResponse()
+
+    @_rpc
+    def FailTask(self, request: pb.FailTaskRequest, context: Any) -> pb.FailTaskResponse:
+        self._tasks.fail(
+            task_id=request.task_id,
+            fencing=request.fencing,
+            failure=m.failure_report_from_pb(request.failure),
+            worker=request.worker_id,
+        )
+        return pb.FailTaskResponse()
+
+    @_rpc
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+        until = self._tasks.heartbeat(task_id=request.task_id, fencing=request.fencing)
+        return pb.HeartbeatResponse(lease_expires_ms=to_ms(until))

@@ -1,0 +1,226 @@
+"""The worker: poll a queue over gRPC, run each task in a fresh sandbox, report the outcome.
+
+A worker holds no state a crash could lose: a task it was running stays leased until the lease
+runs out, then the server hands it to another worker. A late report from a worker that lost its
+lease is refused by the fencing token. Guest faults never stop the loop — they become typed
+failure reports — and so do the worker's own bugs on a single task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from dataclasses import dataclass, field
+
+from abi import ActivityInput, AmberError, RetryableError
+from history import LeaseLost, TaskKind, VersionConflict
+
+from ._activity import ActivityAttempt, run_activity
+from ._client import AmberClient
+from ._clock import Clock, SystemClock, to_ms
+from ._faults import FailureReason, GuestFault
+from ._replay import ActivationStats, WorkflowActivation, activate_workflow
+from ._sandbox import Sandbox, SandboxLimits
+from ._status import RemoteError
+from ._tasks_service import (
+    FailureReport,
+    LeasedTask,
+    NewCommand,
+    PayloadTooLarge,
+    WorkflowCompletion,
+)
+from ._tracing import tracer
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    """Which queue to serve and the sandbox budget of each kind of activation."""
+
+    queue: str = "main"
+    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    poll_wait_s: float = 20.0
+    workflow_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=5.0))
+    activity_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=60.0))
+
+
+class _Heartbeat(threading.Thread):
+    """Keeps the current task's lease alive while its activation runs."""
+
+    def __init__(self, client: AmberClient, task: LeasedTask, worker_id: str, clock: Clock):
+        super().__init__(name="amber-heartbeat", daemon=True)
+        self._client, self._task, self._worker_id = client, task, worker_id
+        remaining = (task.lease_expires_at - clock.now()).total_seconds()
+        self._interval = max(remaining / 3, 0.05)
+        self._done = threading.Event()
+        self.lost = False
+
+    def run(self) -> None:
+        while not self._done.wait(self._interval):
+            try:
+                self._client.heartbeat(self._task, worker_id=self._worker_id)
+            except LeaseLost:
+                self.lost = True
+                return
+            except AmberError as exc:
+                _log.warning("heartbeat for task %d failed: %s", self._task.task_id, exc)
+
+    def stop(self) -> None:
+        self._done.set()
+
+
+class Worker:
+    """Serves one queue until stopped. Runs one activation at a time."""
+
+    def __init__(
+        self,
+        client: AmberClient,
+        sandbox: Sandbox,
+        settings: WorkerSettings | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._client = client
+        self._sandbox = sandbox
+        self.settings = settings or WorkerSettings()
+        self._clock = clock or SystemClock()
+        self._stop = threading.Event()
+        self.completed = 0
+        self.failed = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> None:
+        """Poll and execute until `stop()`; survives server outages by backing off."""
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                self.run_once(wait_s=self.settings.poll_wait_s)
+                backoff = 0.1
+            except RetryableError as exc:
+                _log.warning("server unavailable (%s); retrying in %.1f s", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def run_once(self, *, wait_s: float) -> bool:
+        """Poll for one task and run it. Returns whether there was one."""
+        task = self._client.poll_task(
+            worker_id=self.settings.worker_id, queue=self.settings.queue, wait_s=wait_s
+        )
+        if task is None:
+            return False
+        heartbeat = _Heartbeat(self._client, task, self.settings.worker_id, self._clock)
+        heartbeat.start()
+        try:
+            self._execute(task)
+        finally:
+            heartbeat.stop()
+        return True
+
+    def _execute(self, task: LeasedTask) -> None:
+        attributes = {
+            "amber.run_id": task.run_id,
+            "amber.task_kind": task.kind.value,
+            "amber.name": task.name,
+            "amber.step": task.cmd if task.kind is TaskKind.ACTIVITY else -1,
+            "amber.attempt": task.attempt,
+            "amber.module_digest": task.digest,
+        }
+        with tracer().start_as_current_span(
+            f"amber.{task.kind.value}", attributes=attributes
+        ) as span:
+            try:
+                if task.kind is TaskKind.WORKFLOW:
+                    stats = self._run_workflow(task)
+                else:
+                    stats = self._run_activity(task)
+                span.set_attribute("amber.fuel_used", stats.fuel_used)
+                span.set_attribute("amber.memory_bytes", stats.memory_bytes)
+                self.completed += 1
+            except GuestFault as fault:
+                span.set_attribute("amber.failure", fault.reason.value)
+                span.set_attribute("amber.step", fault.step if fault.step is not None else -1)
+                self.failed += 1
+                _log.info("task %d failed: %s", task.task_id, fault)
+                self._report(task, _report_of(fault))
+            except (LeaseLost, VersionConflict) as exc:
+                _log.info("task %d result discarded: %s", task.task_id, exc)
+            except PayloadTooLarge as exc:
+                self.failed += 1
+                self._report(
+                    task, FailureReport(reason=FailureReason.PAYLOAD_TOO_LARGE, message=str(exc))
+                )
+            except (RetryableError, RemoteError):
+                raise  # the lease will expire and the task will run again
+            except Exception as exc:  # a bug on one task must not stop the worker
+                _log.exception("worker error on task %d", task.task_id)
+                self.failed += 1
+                self._report(task, FailureReport(reason="worker_error", message=repr(exc)[:4096]))
+
+    def _report(self, task: LeasedTask, report: FailureReport) -> None:
+        try:
+            self._client.fail_task(task, report, worker_id=self.settings.worker_id)
+        except LeaseLost:
+            _log.info("task %d: failure report refused, lease lost", task.task_id)
+
+    def _run_workflow(self, task: LeasedTask) -> ActivationStats:
+        step = activate_workflow(
+            self._sandbox,
+            WorkflowActivation(
+                run_id=task.run_id,
+                workflow_type=task.name,
+                digest=task.digest,
+                input=task.input,
+                events=task.events,
+                limits=self.settings.workflow_limits,
+            ),
+        )
+        done = WorkflowCompletion(
+            expected_last_seq=step.expected_last_seq,
+            commands=tuple(
+                NewCommand(cmd=step.first_new_cmd + i, command=c)
+                for i, c in enumerate(step.new_commands)
+            ),
+            status=step.status,
+            result=step.result,
+            error=step.error,
+        )
+        self._client.complete_workflow(task, done, worker_id=self.settings.worker_id)
+        return step.stats
+
+    def _run_activity(self, task: LeasedTask) -> ActivationStats:
+        limits = self.settings.activity_limits
+        deadline_ms = to_ms(self._clock.now()) + int(limits.deadline_s * 1000)
+
+        report = run_activity(
+            self._sandbox,
+            ActivityAttempt(
+                digest=task.digest,
+                cmd=task.cmd,
+                input=ActivityInput(
+                    run_id=task.run_id,
+                    activity=task.name,
+                    args=task.args,
+                    attempt=task.attempt,
+                    idempotency_key=task.idempotency_key,
+                    deadline_ms=deadline_ms,
+                ),
+                limits=limits,
+            ),
+        )
+        self._client.complete_activity(task, report.outcome, worker_id=self.settings.worker_id)
+        return report.stats
+
+
+def _report_of(fault: GuestFault) -> FailureReport:
+    return FailureReport(
+        reason=fault.reason.value,
+        message=str(fault),
+        trap_code=fault.trap_code,
+        fuel_used=fault.fuel_used,
+        memory_bytes=fault.memory_bytes,
+        step=fault.step,
+    )

@@ -1,0 +1,163 @@
+"""`amber versions ...` and `amber run ...`: thin clients of the gRPC API."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from abi import InvalidInput
+from runtime import AmberClient, encode
+
+from . import _output as out
+
+
+def _parse_input(text: str | None) -> bytes:
+    if text is None:
+        return encode(None)
+    if text.startswith("@"):
+        text = Path(text[1:]).read_text("utf-8")
+    try:
+        return encode(json.loads(text))
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"--input is not valid JSON: {exc}") from None
+
+
+def versions_upload(client: AmberClient, args: argparse.Namespace) -> int:
+    wasm = Path(args.file).read_bytes()
+    result = client.upload_version(wasm, promote=args.promote)
+    if args.json:
+        out.emit_json({**out.version_json(result.version), "created": result.created})
+        return 0
+    verb = "uploaded" if result.created else "already stored"
+    v = result.version
+    print(f"{verb} {v.digest} ({v.size} bytes)")
+    print(f"workflows   {', '.join(v.manifest.workflows) or '-'}")
+    print(f"activities  {', '.join(v.manifest.activities) or '-'}")
+    print(f"current for {', '.join(v.current_for) or '-'}")
+    return 0
+
+
+def versions_list(client: AmberClient, args: argparse.Namespace) -> int:
+    versions = client.list_versions()
+    if args.json:
+        out.emit_json([out.version_json(v) for v in versions])
+        return 0
+    rows = [
+        [v.digest[:16], str(v.size), v.uploaded_at.strftime("%Y-%m-%d %H:%M:%S"),
+         ",".join(v.manifest.workflows), ",".join(v.current_for) or "-"]
+        for v in versions
+    ]  # fmt: skip
+    print(out.table(rows, ["DIGEST", "BYTES", "UPLOADED", "WORKFLOWS", "CURRENT FOR"]))
+    return 0
+
+
+def versions_show(client: AmberClient, args: argparse.Namespace) -> int:
+    v = client.get_version(args.ref)
+    if args.json:
+        out.emit_json(out.version_json(v))
+        return 0
+    print(f"digest      {v.digest}")
+    print(f"size        {v.size} bytes")
+    print(f"uploaded    {v.uploaded_at.isoformat()}")
+    print(f"abi         {v.manifest.abi}")
+    print(f"workflows   {', '.join(v.manifest.workflows) or '-'}")
+    print(f"activities  {', '.join(v.manifest.activities) or '-'}")
+    print(f"current for {', '.join(v.current_for) or '-'}")
+    return 0
+
+
+def run_start(client: AmberClient, args: argparse.Namespace) -> int:
+    started = client.start_run(
+        args.workflow_type,
+        raw_input=_parse_input(args.input),
+        workflow_id=args.id or "",
+        version=args.version or "",
+        tenant=args.tenant or "",
+    )
+    run = started.run
+    if args.wait:
+        run = client.result(run.run_id, wait_s=args.wait)
+    if args.json:
+        out.emit_json({**out.run_json(run), "already_started": started.already_started})
+        return 0
+    if started.already_started:
+        print(f"workflow id {run.workflow_id} already started run {run.run_id}")
+    print(out.run_text(run))
+    return 0 if run.status.value != "failed" else 3
+
+
+def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
+    desc = client.describe(args.run_id)
+    if args.json:
+        out.emit_json(out.description_json(desc))
+        return 0
+    print(out.run_text(desc.run))
+    if desc.tasks:
+        print("\nopen tasks")
+        rows = [
+            [str(t.task_id), t.kind.value, t.name, "-" if t.cmd is None else str(t.cmd),
+             t.state.value, f"{t.attempt}/{t.max_attempts or '∞'}", t.lease_owner or "-",
+             t.last_failure or "-"]
+            for t in desc.tasks
+        ]  # fmt: skip
+        print(
+            out.table(
+                rows, ["TASK", "KIND", "NAME", "STEP", "STATE", "ATTEMPT", "LEASE", "LAST FAILURE"]
+            )
+        )
+    if desc.recent_failures:
+        print("\nrecent failures")
+        rows = [
+            [f.created_at.strftime("%H:%M:%S"), f.kind, "-" if f.cmd is None else str(f.cmd),
+             str(f.attempt), f.reason, f.trap_code or "-", str(f.fuel_used or "-"),
+             out.compact(f.message, 70)]
+            for f in desc.recent_failures
+        ]  # fmt: skip
+        print(
+            out.table(
+                rows, ["TIME", "KIND", "STEP", "ATTEMPT", "REASON", "TRAP", "FUEL", "MESSAGE"]
+            )
+        )
+    return 0
+
+
+def run_history(client: AmberClient, args: argparse.Namespace) -> int:
+    events = client.history(args.run_id)
+    if args.json:
+        out.emit_json([out.event_json(e) for e in events])
+    else:
+        print(out.history_text(events))
+    return 0
+
+
+def run_result(client: AmberClient, args: argparse.Namespace) -> int:
+    run = client.result(args.run_id, wait_s=args.wait)
+    if args.json:
+        out.emit_json(out.run_json(run))
+    elif run.status.value == "completed":
+        print(out.compact(out.payload(run.result), 10_000))
+    elif run.status.value == "failed":
+        print(f"failed: {run.error_type}: {run.error_message}")
+    else:
+        print(f"run {run.run_id} is still {run.status.value}")
+    return {"completed": 0, "failed": 3}.get(run.status.value, 4)
+
+
+def run_list(client: AmberClient, args: argparse.Namespace) -> int:
+    runs, token = client.list_runs(
+        tenant=args.tenant or "", status=args.status or "", workflow_type=args.type or "",
+        limit=args.limit, page_token=args.page or "",
+    )  # fmt: skip
+    if args.json:
+        out.emit_json({"runs": [out.run_json(r) for r in runs], "next_page": token or None})
+        return 0
+    rows = [
+        [r.run_id, r.workflow_type, r.workflow_id[:24], r.status.value, r.digest[:12],
+         r.created_at.strftime("%Y-%m-%d %H:%M:%S")]
+        for r in runs
+    ]  # fmt: skip
+    print(out.table(rows, ["RUN", "TYPE", "WORKFLOW ID", "STATUS", "VERSION", "CREATED"]))
+    if token:
+        print(f"\nmore: --page {token}")
+    return 0

@@ -1,0 +1,99 @@
+"""`amber server` and `amber worker`: the two long-running processes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+
+from history import Database, amber_home, resolve_database_url
+from runtime import (
+    AmberClient,
+    AmberServer,
+    EngineSettings,
+    Sandbox,
+    SandboxEngine,
+    SandboxLimits,
+    SystemClock,
+    Worker,
+    WorkerSettings,
+    configure_tracing,
+)
+
+
+def on_signals(stop: threading.Event) -> None:
+    """SIGINT/SIGTERM set `stop` (a second one exits at once)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            sys.exit(128 + signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def engine_settings(args: argparse.Namespace) -> EngineSettings:
+    return EngineSettings(
+        lease=timedelta(seconds=args.lease_seconds),
+        sweep_interval=timedelta(seconds=min(1.0, args.lease_seconds / 4)),
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    db = Database(resolve_database_url(), max_size=args.db_pool).open()
+    server = AmberServer(db, listen=args.listen, settings=engine_settings(args))
+    port = server.start()
+    host = args.listen.rsplit(":", 1)[0]
+    print(f"amber server listening on {host}:{port}", flush=True)
+    if args.port_file:
+        Path(args.port_file).write_text(str(port))
+    stop = threading.Event()
+    on_signals(stop)
+    stop.wait()
+    server.stop()
+    db.close()
+    return 0
+
+
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    settings = WorkerSettings(
+        queue=args.queue,
+        poll_wait_s=args.poll_wait,
+        workflow_limits=SandboxLimits(
+            fuel=args.fuel, memory_bytes=args.memory_mb * 2**20, deadline_s=args.workflow_deadline
+        ),
+        activity_limits=SandboxLimits(
+            fuel=args.fuel, memory_bytes=args.memory_mb * 2**20, deadline_s=args.activity_deadline
+        ),
+    )
+    return settings
+
+
+def work(args: argparse.Namespace) -> int:
+    if args.pool != "main":
+        print(
+            "error: the surgical pool arrives with poison-pill handling (issue #5)", file=sys.stderr
+        )
+        return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_tracing("amber-worker")
+    client = AmberClient(args.server)
+    client.wait_ready(timeout_s=args.connect_timeout)
+    engine = SandboxEngine(Path(args.artifacts) if args.artifacts else amber_home() / "artifacts")
+    sandbox = Sandbox(engine, SystemClock(), client.get_module)
+    worker = Worker(client, sandbox, worker_settings(args))
+    stop = threading.Event()
+    on_signals(stop)
+    threading.Thread(target=lambda: (stop.wait(), worker.stop()), daemon=True).start()
+    print(f"amber worker {worker.settings.worker_id} serving queue {args.queue}", flush=True)
+    worker.run()
+    engine.close()
+    client.close()
+    return 0

@@ -1,0 +1,172 @@
+"""How the CLI prints: humans get aligned text, scripts get JSON (`--json`)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import msgpack
+
+from history import Event, Run
+from runtime import RunDescription
+from versions import ModuleVersion
+
+_PAYLOAD_KEYS = ("input", "args", "result")
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded msgpack value as JSON-ready data (bytes become {"$bytes": base64})."""
+    if isinstance(value, bytes):
+        return {"$bytes": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def payload(raw: bytes | None) -> Any:
+    """A user payload (msgpack bytes) as JSON-ready data; undecodable bytes stay bytes."""
+    if raw is None:
+        return None
+    try:
+        return jsonable(msgpack.unpackb(raw, raw=False))
+    except Exception:
+        return jsonable(raw)
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "tenant": run.tenant,
+        "workflow_id": run.workflow_id,
+        "workflow_type": run.workflow_type,
+        "version": run.digest,
+        "status": run.status.value,
+        "input": payload(run.input),
+        "result": payload(run.result),
+        "error": None
+        if run.error_type is None
+        else {"type": run.error_type, "message": run.error_message},
+        "last_seq": run.last_seq,
+        "created_at": run.created_at.isoformat(),
+        "closed_at": run.closed_at.isoformat() if run.closed_at else None,
+    }
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    body = {k: payload(v) if k in _PAYLOAD_KEYS else jsonable(v) for k, v in event.payload.items()}
+    return {
+        "seq": event.seq,
+        "type": event.type.value,
+        "time": event.created_at.isoformat(),
+        "version": event.digest,
+        "payload": body,
+    }
+
+
+def version_json(version: ModuleVersion) -> dict[str, Any]:
+    return {
+        "digest": version.digest,
+        "size": version.size,
+        "uploaded_at": version.uploaded_at.isoformat(),
+        "current_for": list(version.current_for),
+        "manifest": version.manifest.to_json(),
+    }
+
+
+def description_json(desc: RunDescription) -> dict[str, Any]:
+    return {
+        "run": run_json(desc.run),
+        "tasks": [
+            {
+                "task_id": t.task_id,
+                "kind": t.kind.value,
+                "name": t.name,
+                "cmd": t.cmd,
+                "state": t.state.value,
+                "attempt": t.attempt,
+                "max_attempts": t.max_attempts,
+                "visible_at": t.visible_at.isoformat(),
+                "lease_owner": t.lease_owner,
+                "lease_expires_at": t.lease_expires_at.isoformat() if t.lease_expires_at else None,
+                "consecutive_failures": t.consecutive_failures,
+                "last_failure": t.last_failure,
+            }
+            for t in desc.tasks
+        ],
+        "recent_failures": [
+            {
+                "time": f.created_at.isoformat(),
+                "kind": f.kind,
+                "step": f.cmd,
+                "attempt": f.attempt,
+                "reason": f.reason,
+                "trap_code": f.trap_code,
+                "fuel_used": f.fuel_used,
+                "memory_bytes": f.memory_bytes,
+                "worker": f.worker,
+                "message": f.message,
+            }
+            for f in desc.recent_failures
+        ],
+    }
+
+
+def emit_json(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, sort_keys=False)
+    sys.stdout.write("\n")
+
+
+def compact(value: Any, width: int = 60) -> str:
+    text = json.dumps(value, separators=(",", ":"), sort_keys=False)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    widths = [len(h) for h in header]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    lines += [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join(lines)
+
+
+def run_text(run: Run) -> str:
+    lines = [
+        f"run        {run.run_id}",
+        f"workflow   {run.workflow_type} (id {run.workflow_id}, tenant {run.tenant})",
+        f"version    {run.digest}",
+        f"status     {run.status.value}",
+        f"input      {compact(payload(run.input), 200)}",
+    ]
+    if run.result is not None:
+        lines.append(f"result     {compact(payload(run.result), 200)}")
+    if run.error_type is not None:
+        lines.append(f"error      {run.error_type}: {run.error_message}")
+    lines.append(f"history    {run.last_seq} events")
+    return "\n".join(lines)
+
+
+def history_text(events: Sequence[Event]) -> str:
+    rows = []
+    for e in events:
+        body = event_json(e)["payload"]
+        rows.append(
+            [
+                str(e.seq),
+                e.created_at.strftime("%H:%M:%S.%f")[:-3],
+                e.type.value,
+                e.digest[:12],
+                compact(body, 80),
+            ]
+        )
+    return table(rows, ["SEQ", "TIME", "EVENT", "VERSION", "DETAILS"])

@@ -1,0 +1,141 @@
+"""`amber`: the command-line entry point (argument parsing and dispatch only)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from abi import AmberError
+
+from . import _cmd_client, _cmd_dev, _cmd_processes
+from ._build import BuildError, build_module
+
+SERVER_ENV = "AMBER_SERVER"
+
+
+def _build(args: argparse.Namespace) -> int:
+    source = Path(args.source)
+    output = Path(args.output) if args.output else source.with_suffix(".wasm")
+    defines = dict(d.split("=", 1) if "=" in d else (d, "1") for d in args.define)
+    result = build_module(source, output, defines=defines)
+    if args.json:
+        from ._output import emit_json
+
+        emit_json({"output": str(result.output), "size": result.size, "sha256": result.sha256,
+                   "manifest": dict(result.manifest)})  # fmt: skip
+    else:
+        print(f"built {result.output} ({result.size} bytes, sha256 {result.sha256})")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="amber", description="Durable execution on versioned Wasm."
+    )
+    parser.add_argument(
+        "--server",
+        default=os.environ.get(SERVER_ENV, "127.0.0.1:7233"),
+        help="server address (default $AMBER_SERVER or 127.0.0.1:7233)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("dev", help="embedded PostgreSQL + server + worker + a demo run")
+    p.add_argument("--home", default=os.environ.get("AMBER_HOME", ".amber"))
+    p.add_argument("--listen", default="127.0.0.1:7233")
+    p.add_argument("--once", action="store_true", help="exit after the demo run")
+    p.add_argument("--no-demo", action="store_true")
+    p.set_defaults(local=_cmd_dev.dev)
+
+    p = sub.add_parser("server", help="run the gRPC server (AMBER_DATABASE_URL or embedded)")
+    p.add_argument("--listen", default="127.0.0.1:7233")
+    p.add_argument("--port-file", help="write the bound port here (with --listen host:0)")
+    p.add_argument("--lease-seconds", type=float, default=30.0)
+    p.add_argument("--db-pool", type=int, default=16)
+    p.set_defaults(local=_cmd_processes.serve)
+
+    p = sub.add_parser("worker", help="run a worker polling the server")
+    p.add_argument("--pool", choices=["main", "surgical"], default="main")
+    p.add_argument("--queue", default="main")
+    p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
+    p.add_argument("--fuel", type=int, default=1_000_000_000)
+    p.add_argument("--memory-mb", type=int, default=64)
+    p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")
+    p.add_argument("--activity-deadline", type=float, default=60.0, help="seconds")
+    p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
+    p.add_argument("--connect-timeout", type=float, default=30.0)
+    p.set_defaults(local=_cmd_processes.work)
+
+    p = sub.add_parser("build", help="compile a C guest to an Amber module")
+    p.add_argument("source")
+    p.add_argument("-o", "--output")
+    p.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]")
+    p.set_defaults(local=_build)
+
+    versions = sub.add_parser("versions", help="module versions").add_subparsers(
+        dest="versions_command", required=True
+    )
+    p = versions.add_parser("upload", help="validate and store a module")
+    p.add_argument("file")
+    p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
+    p.set_defaults(remote=_cmd_client.versions_upload)
+    p = versions.add_parser("list")
+    p.set_defaults(remote=_cmd_client.versions_list)
+    p = versions.add_parser("show")
+    p.add_argument("ref", help="digest or prefix")
+    p.set_defaults(remote=_cmd_client.versions_show)
+
+    run = sub.add_parser("run", help="workflow runs").add_subparsers(
+        dest="run_command", required=True
+    )
+    p = run.add_parser("start")
+    p.add_argument("workflow_type")
+    p.add_argument("--input", help="JSON, or @file.json")
+    p.add_argument("--id", help="workflow id (idempotency key)")
+    p.add_argument("--version", help="pin to this digest or prefix")
+    p.add_argument("--tenant")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the result")
+    p.set_defaults(remote=_cmd_client.run_start)
+    for name, fn in (("describe", _cmd_client.run_describe), ("history", _cmd_client.run_history)):
+        p = run.add_parser(name)
+        p.add_argument("run_id")
+        p.set_defaults(remote=fn)
+    p = run.add_parser("result")
+    p.add_argument("run_id")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the run to close")
+    p.set_defaults(remote=_cmd_client.run_result)
+    p = run.add_parser("list")
+    p.add_argument("--status", choices=["running", "completed", "failed"])
+    p.add_argument("--type")
+    p.add_argument("--tenant")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--page")
+    p.set_defaults(remote=_cmd_client.run_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        local: Callable[[argparse.Namespace], int] | None = getattr(args, "local", None)
+        if local is not None:
+            return local(args)
+        from runtime import AmberClient
+
+        with AmberClient(args.server) as client:
+            return int(args.remote(client, args))
+    except (AmberError, BuildError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Checks an uploaded module against ABI v1 before anything is stored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import wasmtime
+
+from abi import (
+    ALLOC_EXPORT,
+    ALLOC_SIGNATURE,
+    ENTRY_SIGNATURE,
+    HOST_IMPORTS,
+    HOST_MODULE,
+    MEMORY_EXPORT,
+    Manifest,
+    ManifestError,
+    Signature,
+    WasmFormatError,
+    read_manifest,
+)
+
+from ._errors import InvalidModule, ModuleTooLarge
+
+DEFAULT_MAX_MODULE_BYTES = 8 * 1024 * 1024
+
+_engine: wasmtime.Engine | None = None
+
+
+def _inspection_engine() -> wasmtime.Engine:
+    # Only used to parse and type-check; the sandbox's engine compiles for execution.
+    global _engine
+    if _engine is None:
+        _engine = wasmtime.Engine()
+    return _engine
+
+
+def _signature(ty: wasmtime.FuncType) -> Signature:
+    return (tuple(str(p) for p in ty.params), tuple(str(r) for r in ty.results))
+
+
+def _show(sig: Signature) -> str:
+    return f"({', '.join(sig[0])}) -> ({', '.join(sig[1])})"
+
+
+def _check_exports(module: wasmtime.Module, manifest: Manifest) -> None:
+    exports = {e.name: e.type for e in module.exports}
+    if not isinstance(exports.get(MEMORY_EXPORT), wasmtime.MemoryType):
+        raise InvalidModule(f"module does not export its memory as {MEMORY_EXPORT!r}")
+    wanted: list[tuple[str, Signature]] = [(ALLOC_EXPORT, ALLOC_SIGNATURE)]
+    wanted += [(manifest.workflow_export(n), ENTRY_SIGNATURE) for n in manifest.workflows]
+    wanted += [(manifest.activity_export(n), ENTRY_SIGNATURE) for n in manifest.activities]
+    for name, sig in wanted:
+        ty = exports.get(name)
+        if not isinstance(ty, wasmtime.FuncType):
+            raise InvalidModule(f"module does not export function {name!r} required by ABI v1")
+        if _signature(ty) != sig:
+            raise InvalidModule(
+                f"export {name!r} has type {_show(_signature(ty))}; ABI v1 requires {_show(sig)}"
+            )
+
+
+def _check_imports(module: wasmtime.Module) -> None:
+    for imp in module.imports:
+        where = f"{imp.module}.{imp.name}"
+        if imp.module != HOST_MODULE or imp.name not in HOST_IMPORTS:
+            raise InvalidModule(f"module imports {where!r}, which ABI v1 does not provide")
+        if not isinstance(imp.type, wasmtime.FuncType):
+            raise InvalidModule(f"import {where!r} must be a function")
+        sig = HOST_IMPORTS[imp.name]
+        if _signature(imp.type) != sig:
+            raise InvalidModule(
+                f"import {where!r} has type {_show(_signature(imp.type))};"
+                f" ABI v1 provides {_show(sig)}"
+            )
+
+
+def validate_module(wasm: bytes, *, max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> Manifest:
+    """Return the manifest of a module that satisfies ABI v1, or raise `InvalidModule`.
+
+    Checks, in order: size cap, the manifest section (without running code), that the bytes
+    compile, the exports the manifest promises, and that every import is a known host import.
+    """
+    if len(wasm) > max_bytes:
+        raise ModuleTooLarge(f"module is {len(wasm)} bytes; the cap is {max_bytes} bytes")
+    if not wasm:
+        raise InvalidModule("module is empty")
+    try:
+        manifest = read_manifest(wasm)
+    except (ManifestError, WasmFormatError) as exc:
+        raise InvalidModule(str(exc)) from exc
+    try:
+        module = wasmtime.Module(_inspection_engine(), wasm)
+    except wasmtime.WasmtimeError as exc:
+        raise InvalidModule(f"module does not compile: {_first_line(exc)}") from exc
+    _check_exports(module, manifest)
+    _check_imports(module)
+    return manifest
+
+
+def _first_line(exc: Exception) -> str:
+    lines: Sequence[str] = str(exc).strip().splitlines() or [""]
+    return lines[0]
