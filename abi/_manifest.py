@@ -52,15 +52,22 @@ class Manifest:
 
 
 def _names(doc: dict[str, Any], key: str) -> tuple[str, ...]:
-    value = doc.get(key, [])
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ManifestError(f"manifest field {key!r} must be a list of names")
+    value = doc.get(key)
+    if not isinstance(value, list):
+        raise ManifestError(f"manifest {key!r} must be a list of names")
     for name in value:
-        if not _NAME.fullmatch(name):
-            raise ManifestError(f"manifest {key} entry {name!r} is not a valid name")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ManifestError(f"invalid name {name!r} in manifest {key!r}")
     if len(set(value)) != len(value):
-        raise ManifestError(f"manifest field {key!r} lists a name twice")
+        raise ManifestError(f"duplicate names in manifest {key!r}")
     return tuple(value)
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"duplicate key among {keys}")
+    return dict(pairs)
 
 
 def parse_manifest(payload: bytes) -> Manifest:
@@ -68,14 +75,14 @@ def parse_manifest(payload: bytes) -> Manifest:
     if len(payload) > MAX_MANIFEST_BYTES:
         raise ManifestError(f"manifest is {len(payload)} bytes; the limit is {MAX_MANIFEST_BYTES}")
     try:
-        doc = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ManifestError(f"manifest is not valid UTF-8 JSON: {exc}") from exc
+        doc = json.loads(payload.decode("utf-8"), object_pairs_hook=_no_duplicate_keys)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ManifestError(f"manifest is not valid JSON (UTF-8): {exc}") from exc
     if not isinstance(doc, dict):
         raise ManifestError("manifest must be a JSON object")
     abi = doc.get("abi")
-    if abi != ABI_VERSION:
-        raise ManifestError(f"manifest declares ABI {abi!r}; this host speaks ABI {ABI_VERSION}")
+    if type(abi) is not int or abi != ABI_VERSION:
+        raise ManifestError(f"manifest 'abi' must be {ABI_VERSION}, got {abi!r}")
     workflows = _names(doc, "workflows")
     activities = _names(doc, "activities")
     if not workflows and not activities:

@@ -28,6 +28,12 @@ def append_events_txn(
     if not events:
         if expected_last_seq is None:
             raise ValueError("nothing to append")
+        cur.execute("SELECT last_seq FROM amber_runs WHERE run_id = %s FOR UPDATE", (run_id,))
+        row = cur.fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        if row[0] != expected_last_seq:
+            raise VersionConflict(run_id, expected_last_seq, int(row[0]))
         return expected_last_seq
     count = len(events)
     if expected_last_seq is None:

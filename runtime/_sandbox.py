@@ -88,15 +88,17 @@ class _Usage:
     def memory_bytes(self) -> int:
         return 0 if self.memory is None else self.memory.data_len(self.store)
 
-    def at_memory_limit(self) -> bool:
-        """Whether the guest's memory can no longer grow (its limit is what stopped it)."""
+    def at_memory_limit(self, limit: int) -> bool:
+        """Whether memory was (nearly) full when the guest trapped.
+
+        wasmtime refuses a `memory.grow` past the limit silently (-1), so the refusal itself
+        cannot be observed; a trap with memory within 1/8 of the limit (at least one page) is
+        taken to be the guest giving up after a refused allocation.
+        """
         if self.memory is None:
             return False
-        try:
-            self.memory.grow(self.store, 1)
-        except wasmtime.WasmtimeError:
-            return True
-        return False
+        headroom = max(_WASM_PAGE, limit // 8)
+        return self.memory_bytes() + headroom > limit
 
 
 class Sandbox:
@@ -219,7 +221,7 @@ class Sandbox:
                 request,
                 usage,
             )
-        if usage.at_memory_limit():
+        if usage.at_memory_limit(request.limits.memory_bytes):
             return self._contextual(
                 MemoryLimitExceeded,
                 f"trapped ({name}) with memory at its limit of {request.limits.memory_bytes} bytes",

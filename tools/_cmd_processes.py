@@ -91,7 +91,11 @@ def work(args: argparse.Namespace) -> int:
     worker = Worker(client, sandbox, worker_settings(args))
     stop = threading.Event()
     on_signals(stop)
-    threading.Thread(target=lambda: (stop.wait(), worker.stop()), daemon=True).start()
+    def stop_worker() -> None:
+        stop.wait()
+        worker.stop()
+
+    threading.Thread(target=stop_worker, daemon=True).start()
     print(f"amber worker {worker.settings.worker_id} serving queue {args.queue}", flush=True)
     worker.run()
     engine.close()

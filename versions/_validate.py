@@ -7,12 +7,14 @@ from collections.abc import Sequence
 import wasmtime
 
 from abi import (
+    ACTIVITY_EXPORT_PREFIX,
     ALLOC_EXPORT,
     ALLOC_SIGNATURE,
     ENTRY_SIGNATURE,
     HOST_IMPORTS,
     HOST_MODULE,
     MEMORY_EXPORT,
+    WORKFLOW_EXPORT_PREFIX,
     Manifest,
     ManifestError,
     Signature,
@@ -40,31 +42,35 @@ def _signature(ty: wasmtime.FuncType) -> Signature:
 
 
 def _show(sig: Signature) -> str:
-    return f"({', '.join(sig[0])}) -> ({', '.join(sig[1])})"
+    results = ", ".join(sig[1])
+    return f"({', '.join(sig[0])}) -> {results or '()'}"
 
 
 def _check_exports(module: wasmtime.Module, manifest: Manifest) -> None:
     exports = {e.name: e.type for e in module.exports}
     if not isinstance(exports.get(MEMORY_EXPORT), wasmtime.MemoryType):
         raise InvalidModule(f"module does not export its memory as {MEMORY_EXPORT!r}")
-    wanted: list[tuple[str, Signature]] = [(ALLOC_EXPORT, ALLOC_SIGNATURE)]
-    wanted += [(manifest.workflow_export(n), ENTRY_SIGNATURE) for n in manifest.workflows]
-    wanted += [(manifest.activity_export(n), ENTRY_SIGNATURE) for n in manifest.activities]
-    for name, sig in wanted:
-        ty = exports.get(name)
-        if not isinstance(ty, wasmtime.FuncType):
-            raise InvalidModule(f"module does not export function {name!r} required by ABI v1")
-        if _signature(ty) != sig:
-            raise InvalidModule(
-                f"export {name!r} has type {_show(_signature(ty))}; ABI v1 requires {_show(sig)}"
-            )
+    alloc = exports.get(ALLOC_EXPORT)
+    if not isinstance(alloc, wasmtime.FuncType) or _signature(alloc) != ALLOC_SIGNATURE:
+        raise InvalidModule(f"module does not export {ALLOC_EXPORT}{_show(ALLOC_SIGNATURE)}")
+    declared = {manifest.workflow_export(n) for n in manifest.workflows}
+    declared |= {manifest.activity_export(n) for n in manifest.activities}
+    entries = {n for n in exports if n.startswith((WORKFLOW_EXPORT_PREFIX, ACTIVITY_EXPORT_PREFIX))}
+    if missing := sorted(declared - entries):
+        raise InvalidModule(f"manifest declares {missing[0]} but the module does not export it")
+    if undeclared := sorted(entries - declared):
+        raise InvalidModule(f"module exports {undeclared[0]}, which its manifest does not declare")
+    for name in sorted(declared):
+        ty = exports[name]
+        if not isinstance(ty, wasmtime.FuncType) or _signature(ty) != ENTRY_SIGNATURE:
+            raise InvalidModule(f"export {name} must be a function {_show(ENTRY_SIGNATURE)}")
 
 
 def _check_imports(module: wasmtime.Module) -> None:
     for imp in module.imports:
         where = f"{imp.module}.{imp.name}"
         if imp.module != HOST_MODULE or imp.name not in HOST_IMPORTS:
-            raise InvalidModule(f"module imports {where!r}, which ABI v1 does not provide")
+            raise InvalidModule(f"module imports {where}, which ABI v1 does not provide")
         if not isinstance(imp.type, wasmtime.FuncType):
             raise InvalidModule(f"import {where!r} must be a function")
         sig = HOST_IMPORTS[imp.name]

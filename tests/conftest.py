@@ -1,0 +1,237 @@
+"""Shared fixtures: a real PostgreSQL database per test session, built guest modules, and real
+server/worker processes on loopback.
+
+The database comes from `AMBER_DATABASE_URL` when it is set (a fresh database is created on that
+server for the session and dropped afterwards); otherwise Amber's embedded PostgreSQL is started
+in a temporary directory. Wasmtime engines are created lazily inside fixtures, never at import.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from history import DATABASE_URL_ENV, Database, start_embedded_postgres
+from runtime import (
+    AmberClient,
+    AmberServer,
+    EngineSettings,
+    ManualClock,
+    Sandbox,
+    SandboxEngine,
+    SystemClock,
+    migrate_all,
+)
+from tools._build import BuildResult, build_module
+
+ROOT = Path(__file__).resolve().parents[1]
+GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
+    "orders": (ROOT / "abi" / "samples" / "orders.c", {}),
+    "orders_reordered": (ROOT / "abi" / "samples" / "orders.c", {"AMBER_VARIANT_REORDERED": "1"}),
+    "chain": (ROOT / "abi" / "samples" / "chain.c", {}),
+    "hostile": (ROOT / "tests" / "guests" / "hostile.c", {}),
+    "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
+}
+AMBER_TABLES = (
+    "amber_task_failures, amber_tasks, amber_events, amber_runs, amber_workflow_types,"
+    " amber_module_workflows, amber_modules"
+)
+
+
+def _with_database(url: str, name: str) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(url)
+    info["dbname"] = name
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+@pytest.fixture(scope="session")
+def server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PostgreSQL server: `AMBER_DATABASE_URL`, or an embedded one for this session."""
+    url = os.environ.get(DATABASE_URL_ENV)
+    if url:
+        return url
+    return start_embedded_postgres(tmp_path_factory.mktemp("embedded") / "pgdata")
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url: str) -> Iterator[str]:
+    """A fresh, migrated database for this test session, dropped at the end."""
+    name = f"amber_test_{os.getpid()}_{secrets.token_hex(3)}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = _with_database(server_url, name)
+    with Database(url) as db:
+        migrate_all(db)
+    yield url
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+
+
+@pytest.fixture(scope="session")
+def session_db(database_url: str) -> Iterator[Database]:
+    with Database(database_url, max_size=16) as db:
+        yield db
+
+
+@pytest.fixture
+def db(session_db: Database) -> Database:
+    """The session database, emptied of Amber's rows before the test."""
+    session_db.run(lambda cur: cur.execute(f"TRUNCATE {AMBER_TABLES}"))
+    return session_db
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, BuildResult]:
+    """Every sample and test guest, compiled from source once per session."""
+    out = tmp_path_factory.mktemp("modules")
+    return {
+        name: build_module(source, out / f"{name}.wasm", defines=defines)
+        for name, (source, defines) in GUEST_SOURCES.items()
+    }
+
+
+@pytest.fixture(scope="session")
+def modules(built: dict[str, BuildResult]) -> dict[str, bytes]:
+    return {name: result.output.read_bytes() for name, result in built.items()}
+
+
+@pytest.fixture(scope="session")
+def sandbox_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxEngine]:
+    engine = SandboxEngine(tmp_path_factory.mktemp("artifacts"))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture
+def sandbox(sandbox_engine: SandboxEngine, modules: dict[str, bytes]) -> Sandbox:
+    """A sandbox that serves the built test modules by digest (no server involved)."""
+    import hashlib
+
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    return Sandbox(sandbox_engine, SystemClock(), by_digest.__getitem__)
+
+
+@dataclass
+class InProcessServer:
+    server: AmberServer
+    client: AmberClient
+    clock: ManualClock | SystemClock
+    target: str
+
+
+@pytest.fixture
+def make_server(db: Database) -> Iterator[Callable[..., InProcessServer]]:
+    """Start an in-process server (real gRPC on loopback) with the given settings."""
+    started: list[InProcessServer] = []
+
+    def make(
+        *, settings: EngineSettings | None = None, clock: ManualClock | None = None
+    ) -> InProcessServer:
+        the_clock = clock or SystemClock()
+        server = AmberServer(db, listen="127.0.0.1:0", settings=settings, clock=the_clock)
+        port = server.start()
+        target = f"127.0.0.1:{port}"
+        client = AmberClient(target, timeout_s=20)
+        handle = InProcessServer(server=server, client=client, clock=the_clock, target=target)
+        started.append(handle)
+        return handle
+
+    yield make
+    for handle in started:
+        handle.client.close()
+        handle.server.stop(grace_s=0.5)
+
+
+@dataclass
+class Process:
+    """A real `amber` OS process started by a test."""
+
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+@pytest.fixture
+def amber_process(tmp_path: Path, database_url: str) -> Iterator[Callable[..., Process]]:
+    """Start `amber <args>` as a separate OS process; every one is stopped at teardown."""
+    procs: list[Process] = []
+
+    def start(*args: str, env: dict[str, str] | None = None) -> Process:
+        log = tmp_path / f"proc-{len(procs)}-{args[0]}.log"
+        full_env = {
+            **os.environ,
+            DATABASE_URL_ENV: database_url,
+            "AMBER_HOME": str(tmp_path / "home"),
+        }
+        full_env.update(env or {})
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "tools.cli", *args],
+            cwd=ROOT,
+            env=full_env,
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        proc = Process(popen=popen, log=log)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.stop()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll `predicate` until true (for tests coordinating with other processes)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+@pytest.fixture
+def server_process(
+    amber_process: Callable[..., Process], tmp_path: Path
+) -> Callable[..., tuple[Process, str]]:
+    """Start `amber server` on a free port; returns (process, target)."""
+
+    def start(*extra: str) -> tuple[Process, str]:
+        port_file = tmp_path / f"port-{secrets.token_hex(2)}"
+        proc = amber_process(
+            "server", "--listen", "127.0.0.1:0", "--port-file", str(port_file), *extra
+        )
+        wait_for(lambda: port_file.exists() or proc.popen.poll() is not None, 60, "server start")
+        if not port_file.exists():
+            raise AssertionError(f"server did not start:\n{proc.output()}")
+        return proc, f"127.0.0.1:{port_file.read_text()}"
+
+    return start

@@ -1,0 +1,141 @@
+/*
+ * Misbehaving workflows and activities for the host's sandbox tests. One module, built with
+ * tools/_build.py like any guest. What each export does:
+ *
+ *   spin (workflow, activity)  loops forever on a volatile counter: only fuel or the epoch
+ *                              deadline stops it.
+ *   hog (workflow, activity)   grows memory 1 MiB at a time and writes to every new page; when
+ *                              memory.grow fails (the store's memory limit) it traps with
+ *                              `unreachable` at once, so the last grow shows the limit was hit.
+ *   nap (activity)             calls the `sleep` host import for 600 000 ms (10 minutes), past
+ *                              any sane activation deadline; completes with {"slept": true}.
+ *   garbage (workflow, activity) returns (ptr, len) of bytes that are not valid msgpack.
+ *   badptr (activity)          returns ptr 0xFFFF0000, len 0x10000: past the end of memory.
+ *   boom (workflow, activity)  traps with `unreachable` straight away.
+ *   crash_on (activity)        echoes its args as its result, but traps with `unreachable`
+ *                              when the args map has "crash": true.
+ *   sleepy_wf (workflow)       calls the `sleep` host import (10 ms) from a workflow, which the
+ *                              host must refuse as an ABI violation.
+ *   awaits (activity)          calls `await_results` from an activity (an ABI violation) with a
+ *                              well-formed suspended envelope.
+ *   good (workflow)            calls crash_on once with the workflow's input and completes with
+ *                              its result (fails with the activity's error if it failed).
+ */
+#include "amber.h"
+
+AMBER_MANIFEST({
+    "abi": 1,
+    "workflows": ["spin", "hog", "garbage", "boom", "sleepy_wf", "good"],
+    "activities": ["spin", "hog", "nap", "garbage", "badptr", "boom", "crash_on", "awaits"]
+})
+
+#define EXPORT(name) __attribute__((export_name(name))) int64_t
+
+static void spin_forever(void) {
+    volatile uint32_t counter = 0;
+    for (;;) counter++;
+}
+
+static void hog_forever(void) {
+    for (;;) {
+        size_t first = __builtin_wasm_memory_grow(0, 16); /* 16 pages = 1 MiB */
+        if (first == (size_t)-1) __builtin_trap();
+        volatile uint8_t *p = (volatile uint8_t *)(first * 65536u);
+        for (uint32_t off = 0; off < 16u * 65536u; off += 4096u) p[off] = 0xAB;
+    }
+}
+
+/* A map header claiming 3 entries, a str key, then 0xc1 (never valid in msgpack). */
+static const uint8_t junk[] = {0x83, 0xa6, 's', 't', 'a', 't', 'u', 's', 0xc1, 0xc1};
+
+static int64_t junk_outcome(void) {
+    return (int64_t)(((uint64_t)(uintptr_t)junk << 32) | sizeof junk);
+}
+
+/* ---- workflows -------------------------------------------------------------------------- */
+
+EXPORT("amber_workflow.spin") wf_spin(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    spin_forever();
+    return 0;
+}
+
+EXPORT("amber_workflow.hog") wf_hog(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    hog_forever();
+    return 0;
+}
+
+EXPORT("amber_workflow.garbage") wf_garbage(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    return junk_outcome();
+}
+
+EXPORT("amber_workflow.boom") wf_boom(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    __builtin_trap();
+}
+
+AMBER_WORKFLOW(sleepy_wf) {
+    amber__host_sleep(10); /* the SDK only offers sleep to activities; call the import directly */
+    return amber_wf_complete(wf, input);
+}
+
+AMBER_WORKFLOW(good) {
+    amber_result r = amber_call_activity(wf, "crash_on", input);
+    if (!r.ok) return amber_wf_fail(wf, r.error_type, r.error_message);
+    return amber_wf_complete(wf, r.value);
+}
+
+/* ---- activities ------------------------------------------------------------------------- */
+
+EXPORT("amber_activity.spin") act_spin(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    spin_forever();
+    return 0;
+}
+
+EXPORT("amber_activity.hog") act_hog(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    hog_forever();
+    return 0;
+}
+
+AMBER_ACTIVITY(nap) {
+    (void)args;
+    amber_act_sleep(act, 600000);
+    /* {"slept": true} */
+    static const uint8_t slept[] = {0x81, 0xa5, 's', 'l', 'e', 'p', 't', 0xc3};
+    return amber_act_complete(act, amber_bytes_of(slept, sizeof slept));
+}
+
+EXPORT("amber_activity.garbage") act_garbage(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    return junk_outcome();
+}
+
+EXPORT("amber_activity.badptr") act_badptr(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    return (int64_t)(((uint64_t)0xFFFF0000u << 32) | 0x10000u);
+}
+
+EXPORT("amber_activity.boom") act_boom(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    __builtin_trap();
+}
+
+AMBER_ACTIVITY(crash_on) {
+    bool crash = false;
+    if (amber_map_get_bool(args, "crash", &crash) && crash) __builtin_trap();
+    return amber_act_complete(act, args);
+}
+
+AMBER_ACTIVITY(awaits) {
+    (void)args;
+    /* {"status": "suspended", "commands": []} */
+    static const uint8_t env[] = {0x82, 0xa6, 's', 't', 'a', 't', 'u', 's', 0xa9, 's', 'u',
+                                  's', 'p', 'e', 'n', 'd', 'e', 'd', 0xa8, 'c', 'o', 'm',
+                                  'm', 'a', 'n', 'd', 's', 0x90};
+    amber__host_await_results(AMBER__PTR(env), (int32_t)sizeof env);
+    return amber_act_fail(act, "Unreachable", "await_results returned", true);
+}

@@ -1,0 +1,225 @@
+"""The engine end to end in one process: real PostgreSQL, real gRPC on loopback, real sandbox."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from abi import InvalidInput
+from history import EventType, LeaseLost, RunStatus, VersionConflict, WorkflowIdInUse
+from runtime import (
+    EngineSettings,
+    PayloadTooLarge,
+    RetryPolicy,
+    Sandbox,
+    WorkflowCompletion,
+    decode,
+)
+from tests.conftest import InProcessServer
+from versions import InvalidModule, UnknownWorkflowType
+
+from ._engine_helpers import drive, make_worker
+
+ORDER = {"order_id": "A-7", "sku": "BOOK-1", "quantity": 2, "amount_cents": 2500}
+
+
+def _upload(srv: InProcessServer, modules: dict[str, bytes], name: str) -> str:
+    return srv.client.upload_version(modules[name], promote=True).version.digest
+
+
+def test_an_order_runs_to_completion_with_a_complete_history(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server()
+    digest = _upload(srv, modules, "orders")
+    started = srv.client.start_run("orders", ORDER, workflow_id="order-A-7")
+    run = drive(make_worker(srv.client, sandbox), srv.client, started.run.run_id)
+
+    assert run.status is RunStatus.COMPLETED
+    result = decode(run.result)
+    assert result["status"] == "shipped"
+    assert result["tracking"] == "trk-A-7"
+    events = srv.client.history(run.run_id)
+    types = [e.type for e in events]
+    assert types[0] is EventType.RUN_STARTED and types[-1] is EventType.RUN_COMPLETED
+    assert types.count(EventType.ACTIVITY_SCHEDULED) == 4
+    assert types.count(EventType.ACTIVITY_COMPLETED) == 4
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert {e.digest for e in events} == {digest}
+    names = [e.payload["name"] for e in events if e.type is EventType.ACTIVITY_SCHEDULED]
+    assert names == ["reserve_inventory", "charge_payment", "ship_order", "send_confirmation"]
+
+
+def test_a_declined_payment_is_compensated(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    started = srv.client.start_run("orders", {**ORDER, "card": "declined"})
+    run = drive(make_worker(srv.client, sandbox), srv.client, started.run.run_id)
+    assert decode(run.result)["status"] == "payment_declined"
+    names = [
+        e.payload["name"]
+        for e in srv.client.history(run.run_id)
+        if e.type is EventType.ACTIVITY_SCHEDULED
+    ]
+    assert names == ["reserve_inventory", "charge_payment", "release_inventory"]
+
+
+def test_a_retryable_activity_error_is_retried_and_the_next_attempt_succeeds(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    fast = RetryPolicy(initial=timedelta(milliseconds=10), max_attempts=3)
+    srv = make_server(settings=EngineSettings(activity_retry=fast))
+    _upload(srv, modules, "orders")
+    started = srv.client.start_run("orders", {**ORDER, "card": "flaky"})
+    run = drive(make_worker(srv.client, sandbox), srv.client, started.run.run_id)
+    assert decode(run.result)["status"] == "shipped"
+    completed = [
+        e for e in srv.client.history(run.run_id) if e.type is EventType.ACTIVITY_COMPLETED
+    ]
+    assert [e.payload["attempt"] for e in completed] == [1, 2, 1, 1]
+    failures = srv.client.describe(run.run_id).recent_failures
+    assert [(f.reason, f.attempt) for f in failures] == [("application_error", 1)]
+
+
+def test_a_crashing_activity_exhausts_its_retries_and_the_workflow_sees_the_error(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    fast = RetryPolicy(initial=timedelta(milliseconds=10), max_attempts=2)
+    srv = make_server(settings=EngineSettings(activity_retry=fast))
+    _upload(srv, modules, "hostile")
+    started = srv.client.start_run("good", {"crash": True})
+    run = drive(make_worker(srv.client, sandbox), srv.client, started.run.run_id)
+    assert run.status is RunStatus.FAILED
+    assert run.error_type == "amber.trap"
+    failures = srv.client.describe(run.run_id).recent_failures
+    assert [(f.reason, f.trap_code, f.attempt) for f in failures] == [
+        ("trap", "unreachable", 2),
+        ("trap", "unreachable", 1),
+    ]
+    assert all(f.fuel_used for f in failures)
+
+
+def test_starting_twice_with_one_workflow_id_is_idempotent(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    first = srv.client.start_run("orders", ORDER, workflow_id="same-id")
+    second = srv.client.start_run("orders", ORDER, workflow_id="same-id")
+    assert not first.already_started and second.already_started
+    assert first.run.run_id == second.run.run_id
+    with pytest.raises(WorkflowIdInUse):
+        srv.client.start_run("orders", {**ORDER, "quantity": 3}, workflow_id="same-id")
+    assert len(srv.client.list_runs()[0]) == 1
+
+
+def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str, bytes]) -> None:
+    srv = make_server(settings=EngineSettings(max_payload_bytes=1024))
+    _upload(srv, modules, "orders")
+    with pytest.raises(UnknownWorkflowType, match="no uploaded module declares"):
+        srv.client.start_run("no_such_type", ORDER)
+    with pytest.raises(PayloadTooLarge, match="limit is 1024"):
+        srv.client.start_run("orders", {"blob": "x" * 2000})
+    with pytest.raises(InvalidInput):
+        srv.client.start_run("", ORDER)
+    chain = hashlib.sha256(modules["chain"]).hexdigest()
+    srv.client.upload_version(modules["chain"])
+    with pytest.raises(InvalidModule, match="does not declare workflow type 'orders'"):
+        srv.client.start_run("orders", ORDER, version=chain)
+    assert srv.client.list_runs()[0] == []
+
+
+def test_malformed_guest_output_fails_the_activation_and_the_worker_keeps_serving(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server()
+    _upload(srv, modules, "hostile")
+    _upload(srv, modules, "orders")
+    bad = srv.client.start_run("garbage", None)
+    worker = make_worker(srv.client, sandbox)
+    assert worker.run_once(wait_s=1)
+    desc = srv.client.describe(bad.run.run_id)
+    assert desc.run.status is RunStatus.RUNNING
+    assert [f.reason for f in desc.recent_failures] == ["malformed_output"]
+    assert "not valid msgpack" in desc.recent_failures[0].message
+    (task,) = desc.tasks
+    assert task.state.value == "pending" and task.consecutive_failures == 1
+    good = srv.client.start_run("orders", ORDER)
+    assert drive(worker, srv.client, good.run.run_id).status is RunStatus.COMPLETED
+    assert worker.failed == 1
+
+
+def test_a_late_duplicate_activity_result_is_rejected_by_the_fencing_token(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server(
+        settings=EngineSettings(
+            lease=timedelta(milliseconds=300), sweep_interval=timedelta(milliseconds=50)
+        )
+    )
+    _upload(srv, modules, "orders")
+    started = srv.client.start_run("orders", ORDER)
+    run_id = started.run.run_id
+    make_worker(srv.client, sandbox).run_once(wait_s=1)  # the workflow schedules reserve
+
+    slow = srv.client.poll_task(worker_id="slow", wait_s=2)
+    assert slow is not None and slow.kind.value == "activity"
+    # "slow" stalls past its lease; the sweeper re-queues the task and "fast" takes it over.
+    fast = srv.client.poll_task(worker_id="fast", wait_s=5)
+    assert fast is not None and fast.task_id == slow.task_id and fast.fencing > slow.fencing
+    assert fast.attempt == slow.attempt + 1
+
+    from abi import ActivityOutcome, ActivityStatus
+
+    outcome = ActivityOutcome(status=ActivityStatus.COMPLETED, result=b"\x80")
+    srv.client.complete_activity(fast, outcome, worker_id="fast")
+    with pytest.raises(LeaseLost):
+        srv.client.complete_activity(slow, outcome, worker_id="slow")
+    events = srv.client.history(run_id)
+    assert sum(e.type is EventType.ACTIVITY_COMPLETED for e in events) == 1
+    reasons = [f.reason for f in srv.client.describe(run_id).recent_failures]
+    assert reasons == ["worker_lost"]
+
+
+def test_a_stale_workflow_completion_is_a_typed_version_conflict(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    started = srv.client.start_run("orders", ORDER)
+    task = srv.client.poll_task(worker_id="w", wait_s=2)
+    assert task is not None
+    stale = WorkflowCompletion(expected_last_seq=0, commands=(), status=task_status("suspended"))
+    with pytest.raises(VersionConflict, match="expected history to end at seq 0"):
+        srv.client.complete_workflow(task, stale, worker_id="w")
+    assert srv.client.result(started.run.run_id).last_seq == 1
+    # The conflicting task was dropped, and the run still has pending work.
+    (pending,) = srv.client.describe(started.run.run_id).tasks
+    assert pending.kind.value == "workflow" and pending.state.value == "pending"
+
+
+def task_status(value: str):
+    from abi import WorkflowStatus
+
+    return WorkflowStatus(value)
+
+
+def test_each_activity_completion_is_recorded_once_per_step(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server()
+    _upload(srv, modules, "chain")
+    started = srv.client.start_run("chain", {"k": 5, "value": 10})
+    run = drive(make_worker(srv.client, sandbox), srv.client, started.run.run_id)
+    assert decode(run.result) == {"value": 15}
+    completed = Counter(
+        e.payload["cmd"]
+        for e in srv.client.history(run.run_id)
+        if e.type is EventType.ACTIVITY_COMPLETED
+    )
+    assert completed == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1}

@@ -1,0 +1,196 @@
+"""The sandbox against hostile guests: every way a guest can misbehave ends its activation with
+its own typed reason, and the same sandbox goes on serving the next activation."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import msgpack
+import pytest
+
+from abi import ActivityInput, ActivityStatus, WorkflowStatus
+from runtime import (
+    AbiViolation,
+    ActivityAttempt,
+    DeadlineExceeded,
+    FailureReason,
+    GuestFault,
+    GuestTrap,
+    MalformedOutput,
+    MemoryLimitExceeded,
+    OutOfFuel,
+    Sandbox,
+    SandboxLimits,
+    WorkflowActivation,
+    WorkflowStep,
+    activate_workflow,
+    run_activity,
+)
+from runtime._ids import new_run_id
+
+LIMITS = SandboxLimits(fuel=50_000_000, memory_bytes=16 * 2**20, deadline_s=2.0)
+
+
+def _digest(modules: dict[str, bytes], name: str) -> str:
+    return hashlib.sha256(modules[name]).hexdigest()
+
+
+def _activity(
+    sandbox: Sandbox, digest: str, name: str, args: object = None, limits: SandboxLimits = LIMITS
+) -> ActivityStatus:
+    report = run_activity(
+        sandbox,
+        ActivityAttempt(
+            digest=digest,
+            cmd=7,
+            input=ActivityInput(
+                run_id="run-1",
+                activity=name,
+                args=msgpack.packb(args),
+                attempt=1,
+                idempotency_key="run-1/7",
+                deadline_ms=0,
+            ),
+            limits=limits,
+        ),
+    )
+    return report.outcome.status
+
+
+ORDER = {"order_id": "A-1", "sku": "SKU-1", "quantity": 1, "amount_cents": 100}
+
+
+def _workflow(
+    sandbox: Sandbox,
+    digest: str,
+    name: str,
+    limits: SandboxLimits = LIMITS,
+    input: object = None,
+) -> WorkflowStep:
+    return activate_workflow(
+        sandbox,
+        WorkflowActivation(
+            run_id=new_run_id(),
+            workflow_type=name,
+            digest=digest,
+            input=msgpack.packb(input if input is not None else {"x": 1}),
+            events=(),
+            limits=limits,
+        ),
+    )
+
+
+def _healthy(sandbox: Sandbox, digest: str) -> None:
+    """The sandbox still works after a fault."""
+    assert _activity(sandbox, digest, "crash_on", {"crash": False}) is ActivityStatus.COMPLETED
+
+
+@pytest.mark.parametrize("kind", ["workflow", "activity"])
+def test_a_guest_that_loops_forever_is_stopped_by_fuel(
+    sandbox: Sandbox, modules: dict[str, bytes], kind: str
+) -> None:
+    digest = _digest(modules, "hostile")
+    with pytest.raises(OutOfFuel) as caught:
+        if kind == "workflow":
+            _workflow(sandbox, digest, "spin")
+        else:
+            _activity(sandbox, digest, "spin")
+    fault = caught.value
+    assert fault.reason is FailureReason.OUT_OF_FUEL
+    assert fault.fuel_used == LIMITS.fuel
+    assert fault.digest == digest
+    _healthy(sandbox, digest)
+
+
+def test_fuel_use_is_deterministic_and_recorded(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    digest = _digest(modules, "orders")
+    first = _workflow(sandbox, digest, "orders", input=ORDER)
+    second = _workflow(sandbox, digest, "orders", input=ORDER)
+    assert first.stats.fuel_used == second.stats.fuel_used > 0
+
+
+def test_a_loop_with_unbounded_fuel_is_stopped_by_the_wall_clock(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    limits = SandboxLimits(fuel=10**15, memory_bytes=16 * 2**20, deadline_s=0.3)
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded) as caught:
+        _activity(sandbox, _digest(modules, "hostile"), "spin", limits=limits)
+    assert caught.value.reason is FailureReason.DEADLINE
+    assert time.monotonic() - started < 5  # stopped, not merely reported late
+    _healthy(sandbox, _digest(modules, "hostile"))
+
+
+@pytest.mark.parametrize("kind", ["workflow", "activity"])
+def test_a_guest_that_allocates_without_bound_hits_the_memory_limit(
+    sandbox: Sandbox, modules: dict[str, bytes], kind: str
+) -> None:
+    digest = _digest(modules, "hostile")
+    with pytest.raises(MemoryLimitExceeded) as caught:
+        if kind == "workflow":
+            _workflow(sandbox, digest, "hog")
+        else:
+            _activity(sandbox, digest, "hog")
+    fault = caught.value
+    assert fault.reason is FailureReason.MEMORY_LIMIT
+    assert fault.memory_bytes is not None
+    assert LIMITS.memory_bytes - 2**20 < fault.memory_bytes <= LIMITS.memory_bytes
+    _healthy(sandbox, digest)
+
+
+def test_a_guest_blocked_in_a_host_call_is_cut_off_at_its_deadline(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    limits = SandboxLimits(fuel=10**9, memory_bytes=16 * 2**20, deadline_s=0.5)
+    started = time.monotonic()
+    with pytest.raises(DeadlineExceeded) as caught:
+        _activity(sandbox, _digest(modules, "hostile"), "nap", limits=limits)
+    elapsed = time.monotonic() - started
+    assert "sleep" in str(caught.value)
+    assert 0.4 < elapsed < 3  # the guest asked for 10 minutes
+    _healthy(sandbox, _digest(modules, "hostile"))
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "fault_type"),
+    [
+        ("workflow", "garbage", MalformedOutput),
+        ("activity", "garbage", MalformedOutput),
+        ("activity", "badptr", MalformedOutput),
+        ("workflow", "boom", GuestTrap),
+        ("activity", "boom", GuestTrap),
+        ("workflow", "sleepy_wf", AbiViolation),
+        ("activity", "awaits", AbiViolation),
+    ],
+)
+def test_each_misbehaviour_has_its_own_typed_reason(
+    sandbox: Sandbox, modules: dict[str, bytes], kind: str, name: str, fault_type: type[GuestFault]
+) -> None:
+    digest = _digest(modules, "hostile")
+    with pytest.raises(fault_type) as caught:
+        if kind == "workflow":
+            _workflow(sandbox, digest, name)
+        else:
+            _activity(sandbox, digest, name)
+    assert type(caught.value) is fault_type
+    assert caught.value.digest == digest
+    _healthy(sandbox, digest)
+
+
+def test_a_trap_carries_its_trap_code(sandbox: Sandbox, modules: dict[str, bytes]) -> None:
+    with pytest.raises(GuestTrap) as caught:
+        _activity(sandbox, _digest(modules, "hostile"), "crash_on", {"crash": True})
+    assert caught.value.trap_code == "unreachable"
+    assert caught.value.step == 7
+
+
+def test_the_orders_workflow_suspends_on_its_first_activity(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    step = _workflow(sandbox, _digest(modules, "orders"), "orders", input=ORDER)
+    assert step.status is WorkflowStatus.SUSPENDED
+    kinds = [type(c).__name__ for c in step.new_commands]
+    assert kinds == ["RecordNow", "ScheduleActivity"]
