@@ -60,6 +60,8 @@ class Projection:
 def _describe_recorded(command: RecordedCommand) -> str:
     if command.kind == "activity":
         return f"activity {command.name!r} (args {_fingerprint(command.args)})"
+    if command.kind == "random":
+        return f"random ({len(command.args)} bytes)"
     return command.kind
 
 
@@ -68,6 +70,8 @@ def _describe_issued(command: Command | None) -> str:
         return "nothing (the workflow stopped before reaching it)"
     if isinstance(command, ScheduleActivity):
         return f"activity {command.name!r} (args {_fingerprint(command.args)})"
+    if isinstance(command, RecordRandom):
+        return f"random ({len(command.value)} bytes)"
     return command_kind(command)
 
 
@@ -88,7 +92,8 @@ def _on_marker(
     event: Event, commands: list[RecordedCommand], results: list[RecordedResult]
 ) -> None:
     p = event.payload
-    commands.append(RecordedCommand(cmd=p["cmd"], seq=event.seq, kind=p["kind"]))
+    value = p["value"] if isinstance(p["value"], bytes) else b""
+    commands.append(RecordedCommand(cmd=p["cmd"], seq=event.seq, kind=p["kind"], args=value))
     results.append(RecordedResult(cmd=p["cmd"], seq=event.seq, value=p["value"]))
 
 
@@ -170,6 +175,8 @@ def _matches(recorded: RecordedCommand, issued: Command) -> bool:
         return False
     if isinstance(issued, ScheduleActivity):
         return recorded.name == issued.name and recorded.args == issued.args
+    if isinstance(issued, RecordRandom):
+        return len(recorded.args) == len(issued.value)
     return True
 
 

@@ -100,8 +100,8 @@ class Worker:
             try:
                 self.run_once(wait_s=self.settings.poll_wait_s)
                 backoff = 0.1
-            except RetryableError as exc:
-                _log.warning("server unavailable (%s); retrying in %.1f s", exc, backoff)
+            except AmberError as exc:
+                _log.warning("server call failed (%s); retrying in %.1f s", exc, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 

@@ -223,3 +223,31 @@ def test_each_activity_completion_is_recorded_once_per_step(
         if e.type is EventType.ACTIVITY_COMPLETED
     )
     assert completed == {0: 1, 1: 1, 2: 1, 3: 1, 4: 1}
+
+
+def test_limits_fail_activations_with_their_own_reasons_and_the_worker_goes_on(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    from runtime import SandboxLimits, Worker, WorkerSettings
+
+    tight = SandboxLimits(fuel=20_000_000, memory_bytes=8 * 2**20, deadline_s=0.5)
+    settings = WorkerSettings(
+        worker_id="limits", poll_wait_s=0.2, workflow_limits=tight, activity_limits=tight
+    )
+    srv = make_server()
+    srv_client = srv.client
+    worker = Worker(srv_client, sandbox, settings)
+    srv_client.upload_version(modules["hostile"], promote=True)
+    srv_client.upload_version(modules["orders"], promote=True)
+    bad = {
+        "out_of_fuel": srv_client.start_run("spin", None).run.run_id,
+        "memory_limit": srv_client.start_run("hog", None).run.run_id,
+        "abi_violation": srv_client.start_run("sleepy_wf", None).run.run_id,
+    }
+    good = srv_client.start_run("orders", ORDER).run.run_id
+    assert drive(worker, srv_client, good).status is RunStatus.COMPLETED
+    for reason, run_id in bad.items():
+        desc = srv.client.describe(run_id)
+        assert desc.run.status is RunStatus.RUNNING
+        assert desc.recent_failures[0].reason == reason, desc.recent_failures
+    assert worker.failed == 3

@@ -1,0 +1,209 @@
+"""Replay against committed golden histories: the live path and offline replay are one function.
+
+A golden is a real run's history (recorded through the server) stored as JSON. Replaying it
+through today's build of the same source must reproduce it exactly; replaying it through a
+variant that reorders its commands must fail with a typed non-determinism error.
+
+Regenerate after an intentional, replay-breaking change of a sample with
+`AMBER_REGENERATE_GOLDENS=1 pytest tests/runtime/test_replay.py`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+from abi import ScheduleActivity, WorkflowStatus
+from history import Event, EventType
+from runtime import (
+    NonDeterminism,
+    Sandbox,
+    SandboxLimits,
+    WorkflowActivation,
+    activate_workflow,
+    decode,
+    from_ms,
+    to_ms,
+)
+from tests.conftest import InProcessServer
+
+from ._engine_helpers import drive, make_worker
+
+GOLDENS = Path(__file__).parent / "goldens"
+LIMITS = SandboxLimits(deadline_s=5.0)
+CASES = {
+    "orders_shipped": {"order_id": "G-1", "sku": "BOOK-9", "quantity": 3, "amount_cents": 4200},
+    "orders_declined": {
+        "order_id": "G-2", "sku": "PEN-1", "quantity": 1, "amount_cents": 300, "card": "declined",
+    },
+}  # fmt: skip
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"$bytes": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k: _to_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$bytes"}:
+            return base64.b64decode(value["$bytes"])
+        return {k: _from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
+
+
+def _load(name: str) -> tuple[str, str, tuple[Event, ...]]:
+    doc = json.loads((GOLDENS / f"{name}.json").read_text())
+    events = tuple(
+        Event(
+            run_id=doc["run_id"],
+            seq=e["seq"],
+            type=EventType(e["type"]),
+            payload=_from_json(e["payload"]),
+            digest=e["digest"],
+            created_at=from_ms(e["time_ms"]),
+        )
+        for e in doc["events"]
+    )
+    return doc["run_id"], doc["workflow_type"], events
+
+
+def _activation(
+    run_id: str, workflow_type: str, events: tuple[Event, ...], digest: str
+) -> WorkflowActivation:
+    started = events[0]
+    assert started.type is EventType.RUN_STARTED
+    return WorkflowActivation(
+        run_id=run_id,
+        workflow_type=workflow_type,
+        digest=digest,
+        input=started.payload["input"],
+        events=events,
+        limits=LIMITS,
+    )
+
+
+@pytest.mark.skipif(not os.environ.get("AMBER_REGENERATE_GOLDENS"), reason="regeneration only")
+def test_regenerate_goldens(make_server, modules: dict[str, bytes], sandbox: Sandbox) -> None:
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["orders"], promote=True)
+    for name, order in CASES.items():
+        run_id = srv.client.start_run("orders", order).run.run_id
+        drive(make_worker(srv.client, sandbox), srv.client, run_id)
+        events = srv.client.history(run_id)
+        doc = {
+            "run_id": run_id,
+            "workflow_type": "orders",
+            "source": "abi/samples/orders.c",
+            "events": [
+                {
+                    "seq": e.seq,
+                    "type": e.type.value,
+                    "digest": e.digest,
+                    "time_ms": to_ms(e.created_at),
+                    "payload": _to_json(e.payload),
+                }
+                for e in events
+            ],  # fmt: skip
+        }
+        (GOLDENS / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_golden_history_replays_to_the_same_end(
+    name: str, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    run_id, workflow_type, events = _load(name)
+    digest = hashlib.sha256(modules["orders"]).hexdigest()
+    *before, recorded = events
+    step = activate_workflow(sandbox, _activation(run_id, workflow_type, tuple(before), digest))
+    assert step.status is WorkflowStatus.COMPLETED
+    assert step.new_commands == ()
+    assert step.expected_last_seq == before[-1].seq
+    assert recorded.type is EventType.RUN_COMPLETED
+    assert decode(step.result) == decode(recorded.payload["result"])
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_every_prefix_of_a_golden_issues_exactly_what_history_recorded_next(
+    name: str, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    run_id, workflow_type, events = _load(name)
+    digest = hashlib.sha256(modules["orders"]).hexdigest()
+    checked = 0
+    for cut, event in enumerate(events, start=1):
+        if event.type not in (EventType.ACTIVITY_COMPLETED, EventType.ACTIVITY_FAILED):
+            continue
+        step = activate_workflow(sandbox, _activation(run_id, workflow_type, events[:cut], digest))
+        following = events[cut]
+        if following.type is EventType.ACTIVITY_SCHEDULED:
+            assert step.status is WorkflowStatus.SUSPENDED
+            (command,) = step.new_commands
+            assert isinstance(command, ScheduleActivity)
+            assert command.name == following.payload["name"]
+            assert command.args == following.payload["args"]
+            assert step.first_new_cmd == following.payload["cmd"]
+        else:
+            assert following.type is EventType.RUN_COMPLETED
+            assert step.status is WorkflowStatus.COMPLETED
+        checked += 1
+    assert checked >= 3
+
+
+def test_a_reordered_variant_fails_with_a_typed_non_determinism_error(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    run_id, workflow_type, events = _load("orders_shipped")
+    variant = hashlib.sha256(modules["orders_reordered"]).hexdigest()
+    with pytest.raises(NonDeterminism) as caught:
+        activate_workflow(sandbox, _activation(run_id, workflow_type, events, variant))
+    error = caught.value
+    assert error.run_id == run_id
+    assert error.position == 1
+    assert error.recorded.startswith("activity 'reserve_inventory'")
+    assert error.issued.startswith("activity 'charge_payment'")
+    message = str(error)
+    for part in (run_id, "command 1", "reserve_inventory", "charge_payment", variant[:12]):
+        assert part in message
+
+
+def test_a_workflow_that_stops_short_of_its_history_is_non_deterministic(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    run_id, workflow_type, events = _load("orders_shipped")
+    digest = hashlib.sha256(modules["orders"]).hexdigest()
+    # Drop every result: the workflow can only reach its first activity, yet history says it
+    # issued four. A module whose code no longer issues recorded commands is caught the same way.
+    trimmed = tuple(e for e in events if e.type is not EventType.ACTIVITY_COMPLETED)[:-1]
+    with pytest.raises(NonDeterminism) as caught:
+        activate_workflow(sandbox, _activation(run_id, workflow_type, trimmed, digest))
+    assert caught.value.position == 2
+    assert "stopped before reaching it" in caught.value.issued
+
+
+def test_a_random_value_of_another_length_is_non_deterministic() -> None:
+    from abi import RecordRandom
+    from runtime._replay import RecordedCommand, _matches
+
+    recorded = RecordedCommand(cmd=0, seq=2, kind="random", args=b"\x00" * 16)
+    assert _matches(recorded, RecordRandom(value=b"\x01" * 16))
+    assert not _matches(recorded, RecordRandom(value=b"\x01" * 8))
+
+
+def test_golden_payloads_decode() -> None:
+    _, _, events = _load("orders_shipped")
+    assert msgpack.unpackb(events[0].payload["input"])["order_id"] == "G-1"

@@ -1,0 +1,130 @@
+"""The `amber` command line, against a real server (and `amber dev` on embedded PostgreSQL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runtime import Sandbox, Worker, WorkerSettings
+from tests.conftest import ROOT, InProcessServer
+from tools.cli import main
+
+ORDER_JSON = '{"order_id": "C-1", "sku": "X", "quantity": 1, "amount_cents": 10}'
+
+
+@pytest.fixture
+def served(make_server, sandbox: Sandbox) -> Iterator[InProcessServer]:
+    """A server with a worker thread serving it."""
+    srv: InProcessServer = make_server()
+    worker = Worker(srv.client, sandbox, WorkerSettings(worker_id="cli-test", poll_wait_s=0.2))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    yield srv
+    worker.stop()
+    thread.join(timeout=5)
+
+
+def amber(
+    capsys: pytest.CaptureFixture[str], srv: InProcessServer, *args: str
+) -> tuple[int, str, str]:
+    code = main(["--server", srv.target, *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_build_upload_start_and_inspect(
+    served: InProcessServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    wasm = tmp_path / "orders.wasm"
+    code, out, _ = amber(
+        capsys, served, "build", str(ROOT / "abi/samples/orders.c"), "-o", str(wasm)
+    )
+    assert code == 0 and "built" in out and wasm.exists()
+
+    code, out, _ = amber(capsys, served, "versions", "upload", str(wasm))
+    assert code == 0 and out.startswith("uploaded ")
+    digest = out.split()[1]
+    code, out, _ = amber(capsys, served, "versions", "upload", str(wasm))
+    assert code == 0 and out.startswith(f"already stored {digest}")
+
+    code, out, _ = amber(capsys, served, "--json", "versions", "list")
+    (version,) = json.loads(out)
+    assert version["digest"] == digest and version["current_for"] == ["orders"]
+    code, out, _ = amber(capsys, served, "versions", "show", digest[:10])
+    assert code == 0 and "reserve_inventory" in out
+
+    code, out, _ = amber(
+        capsys, served, "--json", "run", "start", "orders", "--input", ORDER_JSON,
+        "--id", "cli-1", "--wait", "30",
+    )  # fmt: skip
+    started = json.loads(out)
+    assert started["status"] == "completed" and started["result"]["tracking"] == "trk-C-1"
+    run_id = started["run_id"]
+
+    code, out, _ = amber(capsys, served, "run", "result", run_id)
+    assert code == 0 and json.loads(out)["status"] == "shipped"
+    code, out, _ = amber(capsys, served, "run", "history", run_id)
+    assert code == 0 and "RunCompleted" in out and "ActivityScheduled" in out
+    code, out, _ = amber(capsys, served, "--json", "run", "history", run_id)
+    assert [e["type"] for e in json.loads(out)][-1] == "RunCompleted"
+    code, out, _ = amber(capsys, served, "run", "describe", run_id)
+    assert code == 0 and "completed" in out
+    code, out, _ = amber(capsys, served, "run", "list", "--status", "completed")
+    assert code == 0 and run_id in out
+    code, out, _ = amber(
+        capsys, served, "run", "start", "orders", "--input", ORDER_JSON, "--id", "cli-1"
+    )
+    assert code == 0 and "already started" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("run", "start", "nope", "--input", "{}"), "no uploaded module declares workflow type"),
+        (("run", "start", "orders", "--input", "{bad json"), "--input is not valid JSON"),
+        (("run", "describe", "0190a5e8-0000-7000-8000-000000000000"), "not found"),
+        (("run", "describe", "not-a-uuid"), "not found"),
+        (("versions", "show", "zz"), "is not a version digest"),
+        (("versions", "show", "abcdef0123"), "no module version matches"),
+    ],
+)
+def test_bad_commands_get_a_clear_error(
+    served: InProcessServer, capsys: pytest.CaptureFixture[str], args: tuple[str, ...], message: str
+) -> None:
+    code, _, err = amber(capsys, served, *args)
+    assert code == 2
+    assert message in err
+
+
+def test_uploading_garbage_is_refused(
+    served: InProcessServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    junk = tmp_path / "junk.wasm"
+    junk.write_bytes(os.urandom(2048))
+    code, _, err = amber(capsys, served, "versions", "upload", str(junk))
+    assert code == 2 and "not a WebAssembly module" in err
+    code, out, _ = amber(capsys, served, "--json", "versions", "list")
+    assert json.loads(out) == []
+
+
+@pytest.mark.slow
+def test_amber_dev_once_runs_the_demo_on_embedded_postgres(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "AMBER_DATABASE_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.cli", "dev", "--once", "--home", str(tmp_path / "home"),
+         "--listen", "127.0.0.1:0"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "embedded PostgreSQL" in done.stdout
+    assert "status     completed" in done.stdout
+    assert '"status":"shipped"' in done.stdout
+    assert "RunCompleted" in done.stdout
+    assert (tmp_path / "home" / "pgdata" / "PG_VERSION").exists()
