@@ -118,7 +118,7 @@ def test_regenerate_goldens(make_server, modules: dict[str, bytes], sandbox: San
                     "payload": _to_json(e.payload),
                 }
                 for e in events
-            ],  # fmt: skip
+            ],
         }
         (GOLDENS / f"{name}.json").write_text(json.dumps(doc, indent=1) + "\n")
 
