@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import wasmtime
 
-from abi import ALLOC_EXPORT, MAX_ENVELOPE_BYTES, MEMORY_EXPORT
+from abi import ALLOC_EXPORT, MAX_ENVELOPE_BYTES, MEMORY_EXPORT, AmberError, RetryableError
 
 from ._clock import Clock
 from ._engine import EPOCH_TICK_S, SandboxEngine
@@ -25,6 +25,7 @@ from ._faults import (
     GuestTrap,
     MalformedOutput,
     MemoryLimitExceeded,
+    ModuleUnavailable,
     OutOfFuel,
 )
 from ._host import ActivationKind, HostCalls, Suspended
@@ -114,15 +115,23 @@ class Sandbox:
 
     def preload(self, digest: str) -> None:
         """Compile or load a module version ahead of its first activation."""
-        self._engine.instance_pre(digest, lambda: self._module_source(digest))
+        self._load(digest)
 
     def run(self, request: ActivationRequest) -> RawOutput:
         """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
         with self._lock:
             return self._run(request)
 
+    def _load(self, digest: str) -> wasmtime.InstancePre:
+        try:
+            return self._engine.instance_pre(digest, lambda: self._module_source(digest))
+        except RetryableError:
+            raise  # the server is unreachable: nothing is wrong with the module
+        except AmberError as exc:
+            raise ModuleUnavailable(f"cannot load module: {exc}", digest=digest) from None
+
     def _run(self, request: ActivationRequest) -> RawOutput:
-        pre = self._engine.instance_pre(request.digest, lambda: self._module_source(request.digest))
+        pre = self._load(request.digest)
         limits = request.limits
         started = time.monotonic()
         state = HostCalls(

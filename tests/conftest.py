@@ -34,6 +34,7 @@ from runtime import (
     migrate_all,
 )
 from tools._build import BuildResult, build_module
+from versions import VersionNotFound
 
 ROOT = Path(__file__).resolve().parents[1]
 GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
@@ -121,7 +122,13 @@ def sandbox(sandbox_engine: SandboxEngine, modules: dict[str, bytes]) -> Sandbox
     import hashlib
 
     by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
-    return Sandbox(sandbox_engine, SystemClock(), by_digest.__getitem__)
+
+    def source(digest: str) -> bytes:
+        if digest not in by_digest:
+            raise VersionNotFound(f"no module version {digest}")
+        return by_digest[digest]
+
+    return Sandbox(sandbox_engine, SystemClock(), source)
 
 
 @dataclass

@@ -194,3 +194,11 @@ def test_the_orders_workflow_suspends_on_its_first_activity(
     assert step.status is WorkflowStatus.SUSPENDED
     kinds = [type(c).__name__ for c in step.new_commands]
     assert kinds == ["RecordNow", "ScheduleActivity"]
+
+
+def test_an_unknown_module_version_is_a_typed_failure(sandbox: Sandbox) -> None:
+    from runtime import ModuleUnavailable
+
+    with pytest.raises(ModuleUnavailable) as caught:
+        _activity(sandbox, "0" * 64, "spin")
+    assert caught.value.reason is FailureReason.MODULE_UNAVAILABLE
