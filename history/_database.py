@@ -46,6 +46,7 @@ class Database:
     ) -> None:
         self.dsn = dsn
         self._attempts = attempts
+        self._connect_timeout_s = connect_timeout_s
         self._pool = ConnectionPool(
             dsn,
             min_size=min_size,
@@ -59,7 +60,7 @@ class Database:
     def open(self, *, wait: bool = True) -> Database:
         """Open the pool; with `wait`, fail fast with `StoreUnavailable` if unreachable."""
         try:
-            self._pool.open(wait=wait)
+            self._pool.open(wait=wait, timeout=self._connect_timeout_s)
         except PoolTimeout as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
         return self

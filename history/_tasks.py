@@ -213,7 +213,11 @@ class Requeue:
 
 
 def requeue_task_txn(cur: Cursor, task: Task, requeue: Requeue) -> None:
-    """Return a leased task to pending. A workflow task merges into a pending one if present."""
+    """Return a leased task to pending. A workflow task merges into a pending one if present.
+
+    The caller must hold the run row's lock (as every engine transaction does), or a concurrent
+    enqueue of the run's workflow task could collide with the one made pending here.
+    """
     bump = 1 if requeue.next_attempt else 0
     if task.kind is TaskKind.WORKFLOW:
         cur.execute(

@@ -53,7 +53,7 @@ AMBER_TABLES = (
 def _with_database(url: str, name: str) -> str:
     info = psycopg.conninfo.conninfo_to_dict(url)
     info["dbname"] = name
-    return psycopg.conninfo.make_conninfo(**info)
+    return psycopg.conninfo.make_conninfo("", **info)
 
 
 @pytest.fixture(scope="session")

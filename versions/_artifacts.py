@@ -30,6 +30,7 @@ class ArtifactCache:
         self._engine = engine
         self._flags_key = hashlib.sha256(engine_flags.encode()).hexdigest()[:16]
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory.chmod(0o700)  # artifacts are trusted when loaded: keep others out
 
     def path_for(self, digest: str) -> Path:
         return self._dir / f"{digest}.wasmtime-{WASMTIME_VERSION}.{self._flags_key}.cwasm"
