@@ -8,11 +8,14 @@ in a temporary directory. Wasmtime engines are created lazily inside fixtures, n
 
 from __future__ import annotations
 
+import atexit
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -57,12 +60,19 @@ def _with_database(url: str, name: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def server_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+def server_url() -> str:
     """A PostgreSQL server: `AMBER_DATABASE_URL`, or an embedded one for this session."""
     url = os.environ.get(DATABASE_URL_ENV)
     if url:
         return url
-    return start_embedded_postgres(tmp_path_factory.mktemp("embedded") / "pgdata")
+    # Not under pytest's basetemp: its 0700 parents and its clean-up of old sessions get in the
+    # way of the server's own system user.
+    home = Path(tempfile.mkdtemp(prefix="amber-test-pg-"))
+    home.chmod(0o755)
+    # atexit runs last-registered first: the server (registered by embedded-postgres when it
+    # starts) is stopped before its directory is removed.
+    atexit.register(shutil.rmtree, home, True)
+    return start_embedded_postgres(home / "pgdata")
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from abi import AmberError
 
-from . import _cmd_client, _cmd_dev, _cmd_processes
+from . import _bench, _cmd_client, _cmd_dev, _cmd_processes
 from ._build import BuildError, build_module
 
 SERVER_ENV = "AMBER_SERVER"
@@ -74,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]")
     p.set_defaults(local=_build)
+
+    p = sub.add_parser("bench", help="N workflows x K activities; prints figures, writes JSON")
+    _bench.add_arguments(p)
+    p.set_defaults(local=_bench.main)
 
     versions = sub.add_parser("versions", help="module versions").add_subparsers(
         dest="versions_command", required=True
