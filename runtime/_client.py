@@ -159,36 +159,63 @@ class AmberClient:
         response = self._call(self._stub.PollTask, request, extra_timeout_s=wait_s)
         return m.leased_from_pb(response.task) if response.HasField("task") else None
 
+    # The three outcome calls take `next_queue`: when given, the server leases this worker's
+    # next task of that queue in the same transaction and returns it (eager dispatch), which
+    # saves a poll round trip and a transaction per task.
+
     def complete_workflow(
-        self, task: LeasedTask, done: WorkflowCompletion, *, worker_id: str
-    ) -> None:
+        self,
+        task: LeasedTask,
+        done: WorkflowCompletion,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+    ) -> LeasedTask | None:
         request = pb.CompleteTaskRequest(
             task_id=task.task_id,
             fencing=task.fencing,
             worker_id=worker_id,
             workflow=m.workflow_completion_to_pb(done),
+            want_next=next_queue is not None,
+            next_queue=next_queue or "",
         )
-        self._call(self._stub.CompleteTask, request)
+        return _next(self._call(self._stub.CompleteTask, request))
 
     def complete_activity(
-        self, task: LeasedTask, outcome: ActivityOutcome, *, worker_id: str
-    ) -> None:
+        self,
+        task: LeasedTask,
+        outcome: ActivityOutcome,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+    ) -> LeasedTask | None:
         request = pb.CompleteTaskRequest(
             task_id=task.task_id,
             fencing=task.fencing,
             worker_id=worker_id,
             activity=m.activity_completion_to_pb(outcome),
+            want_next=next_queue is not None,
+            next_queue=next_queue or "",
         )
-        self._call(self._stub.CompleteTask, request)
+        return _next(self._call(self._stub.CompleteTask, request))
 
-    def fail_task(self, task: LeasedTask, report: FailureReport, *, worker_id: str) -> None:
+    def fail_task(
+        self,
+        task: LeasedTask,
+        report: FailureReport,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+    ) -> LeasedTask | None:
         request = pb.FailTaskRequest(
             task_id=task.task_id,
             fencing=task.fencing,
             worker_id=worker_id,
             failure=m.failure_report_to_pb(report),
+            want_next=next_queue is not None,
+            next_queue=next_queue or "",
         )
-        self._call(self._stub.FailTask, request)
+        return _next(self._call(self._stub.FailTask, request))
 
     def heartbeat(self, task: LeasedTask, *, worker_id: str) -> datetime:
         """Extend the task's lease; raises `LeaseLost` if it is no longer ours."""
@@ -196,3 +223,7 @@ class AmberClient:
             task_id=task.task_id, fencing=task.fencing, worker_id=worker_id
         )
         return from_ms(self._call(self._stub.Heartbeat, request).lease_expires_ms)
+
+
+def _next(response: pb.CompleteTaskResponse | pb.FailTaskResponse) -> LeasedTask | None:
+    return m.leased_from_pb(response.next) if response.HasField("next") else None

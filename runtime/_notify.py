@@ -1,8 +1,9 @@
 """Wake-ups for long polls: PostgreSQL LISTEN/NOTIFY plus in-process pokes.
 
 Pollers wait on a generation counter instead of sleeping in a loop: a commit that enqueues a
-task bumps the queue's generation (directly when it happened in this process, through NOTIFY
-when another server did it). Waiters still re-check on a short timeout, so a lost notification
+task bumps its queue's generation (directly when it happened in this process, through NOTIFY
+when another server did it). Each queue and each watched run has its own condition, so a poke
+wakes only the waiters it concerns. Waiters still re-check on a timeout, so a lost notification
 (a dropped LISTEN connection) costs latency, never correctness.
 """
 
@@ -11,12 +12,42 @@ from __future__ import annotations
 import logging
 import threading
 import time
-
-import psycopg
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from history import RUNS_CHANNEL, TASKS_CHANNEL, Database
 
 _log = logging.getLogger(__name__)
+
+
+class _Signal:
+    __slots__ = ("cond", "generation", "watchers")
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self.cond = threading.Condition(lock)
+        self.generation = 0
+        self.watchers = 0
+
+    def bump(self) -> None:
+        self.generation += 1
+        self.cond.notify_all()
+
+
+class RunWatch:
+    """A registration for one run's close; obtained from `Notifier.watch_run`."""
+
+    def __init__(self, signal: _Signal) -> None:
+        self._signal = signal
+
+    @property
+    def generation(self) -> int:
+        with self._signal.cond:
+            return self._signal.generation
+
+    def wait(self, seen: int, timeout: float) -> None:
+        """Block until the run is poked after `seen` or `timeout` passes."""
+        with self._signal.cond:
+            self._signal.cond.wait_for(lambda: self._signal.generation != seen, timeout)
 
 
 class Notifier:
@@ -24,9 +55,9 @@ class Notifier:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._cond = threading.Condition()
-        self._task_gen: dict[str, int] = {}
-        self._run_gen: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._queues: dict[str, _Signal] = {}
+        self._runs: dict[str, _Signal] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="amber-notify", daemon=True)
 
@@ -37,42 +68,52 @@ class Notifier:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def _queue(self, queue: str) -> _Signal:
+        signal = self._queues.get(queue)
+        if signal is None:
+            signal = self._queues[queue] = _Signal(self._lock)
+        return signal
+
     def task_generation(self, queue: str) -> int:
-        with self._cond:
-            return self._task_gen.get(queue, 0)
-
-    def run_generation(self, run_id: str) -> int:
-        with self._cond:
-            return self._run_gen.get(run_id, 0)
-
-    def poke_tasks(self, queue: str) -> None:
-        with self._cond:
-            self._task_gen[queue] = self._task_gen.get(queue, 0) + 1
-            self._cond.notify_all()
-
-    def poke_run(self, run_id: str) -> None:
-        with self._cond:
-            self._run_gen[run_id] = self._run_gen.get(run_id, 0) + 1
-            if len(self._run_gen) > 10_000:  # forget old runs; waiters re-check on timeout
-                self._run_gen.clear()
-            self._cond.notify_all()
+        with self._lock:
+            return self._queue(queue).generation
 
     def wait_tasks(self, queue: str, seen: int, timeout: float) -> None:
         """Block until the queue's generation moves past `seen` or `timeout` passes."""
-        with self._cond:
-            self._cond.wait_for(lambda: self._task_gen.get(queue, 0) != seen, timeout)
+        with self._lock:
+            signal = self._queue(queue)
+            signal.cond.wait_for(lambda: signal.generation != seen, timeout)
 
-    def wait_run(self, run_id: str, seen: int, timeout: float) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._run_gen.get(run_id, 0) != seen, timeout)
+    def poke_tasks(self, queue: str) -> None:
+        with self._lock:
+            self._queue(queue).bump()
+
+    @contextmanager
+    def watch_run(self, run_id: str) -> Iterator[RunWatch]:
+        """Register interest in a run *before* checking it, so no poke can slip between."""
+        with self._lock:
+            signal = self._runs.get(run_id)
+            if signal is None:
+                signal = self._runs[run_id] = _Signal(self._lock)
+            signal.watchers += 1
+        try:
+            yield RunWatch(signal)
+        finally:
+            with self._lock:
+                signal.watchers -= 1
+                if signal.watchers == 0:
+                    del self._runs[run_id]
+
+    def poke_run(self, run_id: str) -> None:
+        with self._lock:
+            signal = self._runs.get(run_id)
+            if signal is not None:
+                signal.bump()
 
     def _wake_all(self) -> None:
-        with self._cond:
-            for queue in list(self._task_gen):
-                self._task_gen[queue] += 1
-            for run_id in list(self._run_gen):
-                self._run_gen[run_id] += 1
-            self._cond.notify_all()
+        with self._lock:
+            for signal in (*self._queues.values(), *self._runs.values()):
+                signal.bump()
 
     def _listen(self) -> None:
         backoff = 0.1
@@ -89,11 +130,9 @@ class Notifier:
                                 self.poke_tasks(note.payload)
                             else:
                                 self.poke_run(note.payload)
-            except (psycopg.Error, OSError) as exc:
+            except Exception as exc:  # keep listening; pollers fall back to their timeouts
                 if self._stop.is_set():
                     return
                 _log.warning("LISTEN connection lost (%s); reconnecting", exc)
-            except Exception:  # keep the listener alive; pollers fall back to timeouts
-                _log.exception("notification listener failed; restarting it")
             time.sleep(backoff)
             backoff = min(backoff * 2, 5.0)

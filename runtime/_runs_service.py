@@ -46,6 +46,8 @@ from ._tasks_service import PayloadTooLarge
 
 DEFAULT_TENANT = "default"
 MAX_ID_LENGTH = 256
+_RUN_RECHECK_S = 5.0
+"""A waiter re-reads its run this often even without a notification."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,16 +214,21 @@ class RunService:
     def wait_closed(self, run_id: str, *, timeout_s: float, tenant: str = "") -> Run:
         """The run once it has closed, or as it is when `timeout_s` passes."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            seen = self._notifier.run_generation(run_id) if self._notifier else 0
-            run = self.get(run_id, tenant=tenant)
-            remaining = deadline - time.monotonic()
-            if run.status.closed or remaining <= 0:
-                return run
-            if self._notifier is None:
+        if self._notifier is None:
+            while True:
+                run = self.get(run_id, tenant=tenant)
+                remaining = deadline - time.monotonic()
+                if run.status.closed or remaining <= 0:
+                    return run
                 time.sleep(min(remaining, 0.05))
-            else:
-                self._notifier.wait_run(run_id, seen, min(remaining, 1.0))
+        with self._notifier.watch_run(run_id) as watch:
+            while True:
+                seen = watch.generation
+                run = self.get(run_id, tenant=tenant)
+                remaining = deadline - time.monotonic()
+                if run.status.closed or remaining <= 0:
+                    return run
+                watch.wait(seen, min(remaining, _RUN_RECHECK_S))
 
 
 def _check_run_id(run_id: str) -> None:

@@ -19,7 +19,7 @@ from ._clock import Clock, from_ms, to_ms
 from ._notify import Notifier
 from ._runs_service import DEFAULT_TENANT, RunService, StartRequest
 from ._status import ERROR_TYPE_KEY, status_of
-from ._tasks_service import TaskService
+from ._tasks_service import Claim, TaskService
 from .api import amber_pb2 as pb
 from .api import amber_pb2_grpc as pb_grpc
 
@@ -180,34 +180,44 @@ class AmberServicer(pb_grpc.AmberServicer):
             self._notifier.wait_tasks(queue, seen, min(remaining, _RECHECK_S))
         return pb.PollTaskResponse()
 
+    def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:
+        if not want:
+            return None
+        if not worker_id:
+            raise InvalidInput("worker_id is required to receive a next task")
+        return Claim(queue=queue or self._default_queue, worker=worker_id)
+
     @_rpc
     def CompleteTask(
         self, request: pb.CompleteTaskRequest, context: Any
     ) -> pb.CompleteTaskResponse:
         which = request.WhichOneof("completion")
+        claim = self._claim(request.want_next, request.next_queue, request.worker_id)
         if which == "workflow":
             done = m.workflow_completion_from_pb(request.workflow)
-            self._tasks.complete_workflow(
-                task_id=request.task_id, fencing=request.fencing, done=done
+            claimed = self._tasks.complete_workflow(
+                task_id=request.task_id, fencing=request.fencing, done=done, claim_next=claim
             )
         elif which == "activity":
             outcome = m.activity_completion_from_pb(request.activity)
-            self._tasks.complete_activity(
-                task_id=request.task_id, fencing=request.fencing, outcome=outcome
-            )
+            claimed = self._tasks.complete_activity(
+                task_id=request.task_id, fencing=request.fencing, outcome=outcome,
+                claim_next=claim,
+            )  # fmt: skip
         else:
             raise InvalidInput("CompleteTask needs a workflow or an activity completion")
-        return pb.CompleteTaskResponse()
+        return pb.CompleteTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc
     def FailTask(self, request: pb.FailTaskRequest, context: Any) -> pb.FailTaskResponse:
-        self._tasks.fail(
+        claimed = self._tasks.fail(
             task_id=request.task_id,
             fencing=request.fencing,
             failure=m.failure_report_from_pb(request.failure),
             worker=request.worker_id,
+            claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
         )
-        return pb.FailTaskResponse()
+        return pb.FailTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc
     def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:

@@ -8,7 +8,7 @@ deleted, the failure counted — commit together or not at all.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -106,6 +106,18 @@ class FailureReport:
     step: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """Eager dispatch: lease the worker's next task in the transaction that records its last."""
+
+    queue: str
+    worker: str
+
+
+Wake = tuple[str, str]
+"""(channel, key) to poke once the transaction has committed."""
+
+
 def idempotency_key(run_id: str, cmd: int) -> str:
     """The same for every attempt of one activity of one run."""
     return f"{run_id}/{cmd}"
@@ -140,24 +152,37 @@ class TaskService:
     def claim(self, *, queue: str, worker: str) -> ClaimedTask | None:
         """Lease the next visible task of `queue`, or None."""
 
-        def txn(cur: Cursor) -> ClaimedTask | None:
-            now = self._clock.now()
-            while True:
-                task = claim_task_txn(
-                    cur, queue=queue, worker=worker, now=now, lease=self._settings.lease
-                )
-                if task is None:
-                    return None
-                run = get_run_txn(cur, task.run_id)
-                if run is None or run.status.closed:
-                    delete_task_txn(cur, task.task_id)  # leftover of a closed run
-                    continue
-                if task.kind is TaskKind.ACTIVITY:
-                    return ClaimedTask(task=task, run=run)
-                events = tuple(read_events_txn(cur, task.run_id))
-                return ClaimedTask(task=task, run=run, events=events)
+        return self._db.run(lambda cur: self._claim_txn(cur, Claim(queue=queue, worker=worker)))
 
-        return self._db.run(txn)
+    def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
+        now = self._clock.now()
+        while True:
+            task = claim_task_txn(
+                cur, queue=claim.queue, worker=claim.worker, now=now, lease=self._settings.lease
+            )
+            if task is None:
+                return None
+            run = get_run_txn(cur, task.run_id)
+            if run is None or run.status.closed:
+                delete_task_txn(cur, task.task_id)  # leftover of a closed run
+                continue
+            if task.kind is TaskKind.ACTIVITY:
+                return ClaimedTask(task=task, run=run)
+            events = tuple(read_events_txn(cur, task.run_id))
+            return ClaimedTask(task=task, run=run, events=events)
+
+    def _record(
+        self, body: Callable[[Cursor], list[Wake]], claim: Claim | None
+    ) -> ClaimedTask | None:
+        """Run an outcome's transaction, leasing the next task in it when asked to."""
+
+        def txn(cur: Cursor) -> tuple[list[Wake], ClaimedTask | None]:
+            wakes = body(cur)
+            return wakes, None if claim is None else self._claim_txn(cur, claim)
+
+        wakes, claimed = self._db.run(txn)
+        self._poke(wakes)
+        return claimed
 
     def heartbeat(self, *, task_id: int, fencing: int) -> datetime:
         """Extend a held lease; returns the new expiry. Raises `LeaseLost`."""
@@ -167,21 +192,28 @@ class TaskService:
 
     # -- outcomes ----------------------------------------------------------------------------
 
-    def complete_workflow(self, *, task_id: int, fencing: int, done: WorkflowCompletion) -> None:
+    def complete_workflow(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        done: WorkflowCompletion,
+        claim_next: Claim | None = None,
+    ) -> ClaimedTask | None:
         """Append a workflow activation's commands (and closing event) under its lease.
 
-        Raises `LeaseLost` for a stale worker and `VersionConflict` if history moved on since
-        the activation read it (the task is then dropped: a newer pending task covers the run).
+        Returns the worker's next task when `claim_next` asks for one. Raises `LeaseLost` for a
+        stale worker and `VersionConflict` if history moved on since the activation read it (the
+        task is then dropped: a newer pending task covers the run).
         """
         self._check_commands(done.commands, done.result)
         try:
-            queues = self._db.run(
-                lambda cur: self._complete_workflow_txn(cur, task_id, fencing, done)
+            return self._record(
+                lambda cur: self._complete_workflow_txn(cur, task_id, fencing, done), claim_next
             )
         except VersionConflict:
             self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing))
             raise
-        self._poke(queues)
 
     def _check_commands(self, commands: Sequence[NewCommand], result: bytes | None) -> None:
         limit = self._settings.max_payload_bytes
@@ -196,7 +228,7 @@ class TaskService:
 
     def _complete_workflow_txn(
         self, cur: Cursor, task_id: int, fencing: int, done: WorkflowCompletion
-    ) -> list[tuple[str, str]]:
+    ) -> list[Wake]:
         now = self._clock.now()
         task = lock_leased_task_txn(cur, task_id, fencing)
         run = get_run_txn(cur, task.run_id, for_update=True)
@@ -278,10 +310,18 @@ class TaskService:
         payload = {"error_type": closing.error_type, "message": closing.error_message}
         return NewEvent(type=EventType.RUN_FAILED, payload=payload, digest=digest)
 
-    def complete_activity(self, *, task_id: int, fencing: int, outcome: ActivityOutcome) -> None:
+    def complete_activity(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        outcome: ActivityOutcome,
+        claim_next: Claim | None = None,
+    ) -> ClaimedTask | None:
         """Record an activity attempt's outcome: its result, a retry, or its final failure.
 
-        Raises `LeaseLost` for a stale worker: a late duplicate result is rejected here.
+        Returns the worker's next task when `claim_next` asks for one. Raises `LeaseLost` for a
+        stale worker: a late duplicate result is rejected here.
         """
         if outcome.result is not None and len(outcome.result) > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
@@ -289,7 +329,7 @@ class TaskService:
                 f" the limit is {self._settings.max_payload_bytes}"
             )
 
-        def txn(cur: Cursor) -> list[tuple[str, str]]:
+        def txn(cur: Cursor) -> list[Wake]:
             now = self._clock.now()
             task = lock_leased_task_txn(cur, task_id, fencing)
             run = get_run_txn(cur, task.run_id, for_update=True)
@@ -309,12 +349,23 @@ class TaskService:
             )
             return self._fail_txn(cur, task, run, failure, now, error=outcome.error)
 
-        self._poke(self._db.run(txn))
+        return self._record(txn, claim_next)
 
-    def fail(self, *, task_id: int, fencing: int, failure: FailureReport, worker: str) -> None:
-        """Record a failed activation and retry or resolve the task. Raises `LeaseLost`."""
+    def fail(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        failure: FailureReport,
+        worker: str,
+        claim_next: Claim | None = None,
+    ) -> ClaimedTask | None:
+        """Record a failed activation and retry or resolve the task. Raises `LeaseLost`.
 
-        def txn(cur: Cursor) -> list[tuple[str, str]]:
+        Returns the worker's next task when `claim_next` asks for one.
+        """
+
+        def txn(cur: Cursor) -> list[Wake]:
             now = self._clock.now()
             task = lock_leased_task_txn(cur, task_id, fencing)
             run = get_run_txn(cur, task.run_id, for_update=True)
@@ -323,15 +374,15 @@ class TaskService:
                 return []
             return self._fail_txn(cur, task, run, failure, now, worker=worker)
 
-        self._poke(self._db.run(txn))
+        return self._record(txn, claim_next)
 
     def sweep_expired_leases(self) -> int:
         """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
 
-        def txn(cur: Cursor) -> tuple[int, list[tuple[str, str]]]:
+        def txn(cur: Cursor) -> tuple[int, list[Wake]]:
             now = self._clock.now()
             tasks = expired_leases_txn(cur, now)
-            wakes: list[tuple[str, str]] = []
+            wakes: list[Wake] = []
             for task in tasks:
                 run = get_run_txn(cur, task.run_id, for_update=True)
                 if run is None or run.status.closed:
@@ -363,7 +414,7 @@ class TaskService:
         error: ErrorInfo | None = None,
         worker: str | None = None,
         immediate: bool = False,
-    ) -> list[tuple[str, str]]:
+    ) -> list[Wake]:
         record_failure_txn(
             cur,
             FailureRecord(
@@ -406,13 +457,13 @@ class TaskService:
 
     def _resolve_txn(
         self, cur: Cursor, task: Task, run: Run, event: NewEvent, now: datetime
-    ) -> list[tuple[str, str]]:
+    ) -> list[Wake]:
         """Record an activity's final result and wake its workflow."""
         append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
         delete_task_txn(cur, task.task_id)
         return self._enqueue_workflow_txn(cur, run, now)
 
-    def _enqueue_workflow_txn(self, cur: Cursor, run: Run, now: datetime) -> list[tuple[str, str]]:
+    def _enqueue_workflow_txn(self, cur: Cursor, run: Run, now: datetime) -> list[Wake]:
         enqueue_task_txn(
             cur,
             NewTask(

@@ -4,6 +4,9 @@ A worker holds no state a crash could lose: a task it was running stays leased u
 runs out, then the server hands it to another worker. A late report from a worker that lost its
 lease is refused by the fencing token. Guest faults never stop the loop — they become typed
 failure reports — and so do the worker's own bugs on a single task.
+
+Each report asks the server for the worker's next task (eager dispatch), so a busy worker polls
+only when its queue has run dry.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import logging
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
+
+from opentelemetry.trace import Span
 
 from abi import ActivityInput, AmberError, RetryableError
 from history import LeaseLost, TaskKind, VersionConflict
@@ -21,7 +27,7 @@ from ._activity import ActivityAttempt, run_activity
 from ._client import AmberClient
 from ._clock import Clock, SystemClock, to_ms
 from ._faults import FailureReason, GuestFault
-from ._replay import ActivationStats, WorkflowActivation, activate_workflow
+from ._replay import WorkflowActivation, activate_workflow
 from ._sandbox import Sandbox, SandboxLimits
 from ._status import RemoteError
 from ._tasks_service import (
@@ -48,28 +54,52 @@ class WorkerSettings:
 
 
 class _Heartbeat(threading.Thread):
-    """Keeps the current task's lease alive while its activation runs."""
+    """Keeps the current task's lease alive while its activation runs (one thread per worker)."""
 
-    def __init__(self, client: AmberClient, task: LeasedTask, worker_id: str, clock: Clock):
+    def __init__(self, client: AmberClient, worker_id: str, clock: Clock) -> None:
         super().__init__(name="amber-heartbeat", daemon=True)
-        self._client, self._task, self._worker_id = client, task, worker_id
-        remaining = (task.lease_expires_at - clock.now()).total_seconds()
-        self._interval = max(remaining / 3, 0.05)
-        self._done = threading.Event()
-        self.lost = False
+        self._client, self._worker_id, self._clock = client, worker_id, clock
+        self._cond = threading.Condition()
+        self._task: LeasedTask | None = None
+        self._due = 0.0
+        self._interval = 0.0
+        self._stopped = False
 
-    def run(self) -> None:
-        while not self._done.wait(self._interval):
-            try:
-                self._client.heartbeat(self._task, worker_id=self._worker_id)
-            except LeaseLost:
-                self.lost = True
-                return
-            except AmberError as exc:
-                _log.warning("heartbeat for task %d failed: %s", self._task.task_id, exc)
+    def track(self, task: LeasedTask) -> None:
+        remaining = (task.lease_expires_at - self._clock.now()).total_seconds()
+        with self._cond:
+            self._task = task
+            self._interval = max(remaining / 3, 0.05)
+            self._due = time.monotonic() + self._interval
+            self._cond.notify()
+
+    def untrack(self) -> None:
+        with self._cond:
+            self._task = None
 
     def stop(self) -> None:
-        self._done.set()
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+
+    def run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped and (self._task is None or time.monotonic() < self._due):
+                    timeout = None if self._task is None else self._due - time.monotonic()
+                    self._cond.wait(timeout)
+                if self._stopped:
+                    return
+                task = self._task
+                self._due = time.monotonic() + self._interval
+            assert task is not None
+            try:
+                self._client.heartbeat(task, worker_id=self._worker_id)
+            except LeaseLost:
+                _log.warning("task %d: lease lost while running", task.task_id)
+                self.untrack()
+            except AmberError as exc:
+                _log.warning("heartbeat for task %d failed: %s", task.task_id, exc)
 
 
 class Worker:
@@ -87,11 +117,15 @@ class Worker:
         self.settings = settings or WorkerSettings()
         self._clock = clock or SystemClock()
         self._stop = threading.Event()
+        self._heartbeat = _Heartbeat(client, self.settings.worker_id, self._clock)
+        self._heartbeat.start()
+        self._tracer = tracer()
         self.completed = 0
         self.failed = 0
 
     def stop(self) -> None:
         self._stop.set()
+        self._heartbeat.stop()
 
     def run(self) -> None:
         """Poll and execute until `stop()`; survives server outages by backing off."""
@@ -106,21 +140,25 @@ class Worker:
                 backoff = min(backoff * 2, 5.0)
 
     def run_once(self, *, wait_s: float) -> bool:
-        """Poll for one task and run it. Returns whether there was one."""
+        """Poll for a task and run it, then every task handed back eagerly after it.
+
+        Returns whether there was any work.
+        """
         task = self._client.poll_task(
             worker_id=self.settings.worker_id, queue=self.settings.queue, wait_s=wait_s
         )
         if task is None:
             return False
-        heartbeat = _Heartbeat(self._client, task, self.settings.worker_id, self._clock)
-        heartbeat.start()
-        try:
-            self._execute(task)
-        finally:
-            heartbeat.stop()
+        while task is not None:
+            task = self._execute(task)
         return True
 
-    def _execute(self, task: LeasedTask) -> None:
+    @property
+    def _next_queue(self) -> str | None:
+        """Ask for a next task only while not stopping (a stopping worker would strand it)."""
+        return None if self._stop.is_set() else self.settings.queue
+
+    def _execute(self, task: LeasedTask) -> LeasedTask | None:
         attributes = {
             "amber.run_id": task.run_id,
             "amber.task_kind": task.kind.value,
@@ -129,44 +167,48 @@ class Worker:
             "amber.attempt": task.attempt,
             "amber.module_digest": task.digest,
         }
-        with tracer().start_as_current_span(
-            f"amber.{task.kind.value}", attributes=attributes
-        ) as span:
-            try:
-                if task.kind is TaskKind.WORKFLOW:
-                    stats = self._run_workflow(task)
-                else:
-                    stats = self._run_activity(task)
-                span.set_attribute("amber.fuel_used", stats.fuel_used)
-                span.set_attribute("amber.memory_bytes", stats.memory_bytes)
-                self.completed += 1
-            except GuestFault as fault:
-                span.set_attribute("amber.failure", fault.reason.value)
-                span.set_attribute("amber.step", fault.step if fault.step is not None else -1)
-                self.failed += 1
-                _log.info("task %d failed: %s", task.task_id, fault)
-                self._report(task, _report_of(fault))
-            except (LeaseLost, VersionConflict) as exc:
-                _log.info("task %d result discarded: %s", task.task_id, exc)
-            except PayloadTooLarge as exc:
-                self.failed += 1
-                self._report(
-                    task, FailureReport(reason=FailureReason.PAYLOAD_TOO_LARGE, message=str(exc))
-                )
-            except (RetryableError, RemoteError):
-                raise  # the lease will expire and the task will run again
-            except Exception as exc:  # a bug on one task must not stop the worker
-                _log.exception("worker error on task %d", task.task_id)
-                self.failed += 1
-                self._report(task, FailureReport(reason="worker_error", message=repr(exc)[:4096]))
-
-    def _report(self, task: LeasedTask, report: FailureReport) -> None:
+        self._heartbeat.track(task)
         try:
-            self._client.fail_task(task, report, worker_id=self.settings.worker_id)
+            with self._tracer.start_as_current_span(
+                f"amber.{task.kind.value}", attributes=attributes
+            ) as span:
+                return self._execute_in(task, span)
+        finally:
+            self._heartbeat.untrack()
+
+    def _execute_in(self, task: LeasedTask, span: Span) -> LeasedTask | None:
+        try:
+            if task.kind is TaskKind.WORKFLOW:
+                return self._run_workflow(task, span)
+            return self._run_activity(task, span)
+        except GuestFault as fault:
+            span.set_attribute("amber.failure", fault.reason.value)
+            span.set_attribute("amber.step", fault.step if fault.step is not None else -1)
+            _log.info("task %d failed: %s", task.task_id, fault)
+            return self._report(task, _report_of(fault))
+        except (LeaseLost, VersionConflict) as exc:
+            _log.info("task %d result discarded: %s", task.task_id, exc)
+            return None
+        except PayloadTooLarge as exc:
+            reason = FailureReason.PAYLOAD_TOO_LARGE
+            return self._report(task, FailureReport(reason=reason, message=str(exc)))
+        except (RetryableError, RemoteError):
+            raise  # the lease will expire and the task will run again
+        except Exception as exc:  # a bug on one task must not stop the worker
+            _log.exception("worker error on task %d", task.task_id)
+            return self._report(task, FailureReport(reason="worker_error", message=repr(exc)))
+
+    def _report(self, task: LeasedTask, report: FailureReport) -> LeasedTask | None:
+        self.failed += 1
+        try:
+            return self._client.fail_task(
+                task, report, worker_id=self.settings.worker_id, next_queue=self._next_queue
+            )
         except LeaseLost:
             _log.info("task %d: failure report refused, lease lost", task.task_id)
+            return None
 
-    def _run_workflow(self, task: LeasedTask) -> ActivationStats:
+    def _run_workflow(self, task: LeasedTask, span: Span) -> LeasedTask | None:
         step = activate_workflow(
             self._sandbox,
             WorkflowActivation(
@@ -178,6 +220,8 @@ class Worker:
                 limits=self.settings.workflow_limits,
             ),
         )
+        span.set_attribute("amber.fuel_used", step.stats.fuel_used)
+        span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
         done = WorkflowCompletion(
             expected_last_seq=step.expected_last_seq,
             commands=tuple(
@@ -188,13 +232,14 @@ class Worker:
             result=step.result,
             error=step.error,
         )
-        self._client.complete_workflow(task, done, worker_id=self.settings.worker_id)
-        return step.stats
+        next_task = self._client.complete_workflow(
+            task, done, worker_id=self.settings.worker_id, next_queue=self._next_queue
+        )
+        self.completed += 1
+        return next_task
 
-    def _run_activity(self, task: LeasedTask) -> ActivationStats:
+    def _run_activity(self, task: LeasedTask, span: Span) -> LeasedTask | None:
         limits = self.settings.activity_limits
-        deadline_ms = to_ms(self._clock.now()) + int(limits.deadline_s * 1000)
-
         report = run_activity(
             self._sandbox,
             ActivityAttempt(
@@ -206,13 +251,18 @@ class Worker:
                     args=task.args,
                     attempt=task.attempt,
                     idempotency_key=task.idempotency_key,
-                    deadline_ms=deadline_ms,
+                    deadline_ms=to_ms(self._clock.now()) + int(limits.deadline_s * 1000),
                 ),
                 limits=limits,
             ),
         )
-        self._client.complete_activity(task, report.outcome, worker_id=self.settings.worker_id)
-        return report.stats
+        span.set_attribute("amber.fuel_used", report.stats.fuel_used)
+        span.set_attribute("amber.memory_bytes", report.stats.memory_bytes)
+        next_task = self._client.complete_activity(
+            task, report.outcome, worker_id=self.settings.worker_id, next_queue=self._next_queue
+        )
+        self.completed += 1
+        return next_task
 
 
 def _report_of(fault: GuestFault) -> FailureReport:

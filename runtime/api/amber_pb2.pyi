@@ -1,25 +1,23 @@
-from collections.abc import Iterable as _Iterable
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar
-
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf.internal import containers as _containers
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ErrorInfo(_message.Message):
-    __slots__ = ("message", "non_retryable", "type")
+    __slots__ = ("type", "message", "non_retryable")
     TYPE_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     NON_RETRYABLE_FIELD_NUMBER: _ClassVar[int]
     type: str
     message: str
     non_retryable: bool
-    def __init__(self, type: str | None = ..., message: str | None = ..., non_retryable: bool | None = ...) -> None: ...
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., non_retryable: _Optional[bool] = ...) -> None: ...
 
 class RunInfo(_message.Message):
-    __slots__ = ("closed_ms", "created_ms", "digest", "error", "input", "last_seq", "queue", "result", "run_id", "status", "tenant", "updated_ms", "workflow_id", "workflow_type")
+    __slots__ = ("run_id", "tenant", "workflow_id", "workflow_type", "digest", "status", "input", "result", "error", "last_seq", "created_ms", "updated_ms", "closed_ms", "queue")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -48,10 +46,10 @@ class RunInfo(_message.Message):
     updated_ms: int
     closed_ms: int
     queue: str
-    def __init__(self, run_id: str | None = ..., tenant: str | None = ..., workflow_id: str | None = ..., workflow_type: str | None = ..., digest: str | None = ..., status: str | None = ..., input: bytes | None = ..., result: bytes | None = ..., error: ErrorInfo | _Mapping | None = ..., last_seq: int | None = ..., created_ms: int | None = ..., updated_ms: int | None = ..., closed_ms: int | None = ..., queue: str | None = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., digest: _Optional[str] = ..., status: _Optional[str] = ..., input: _Optional[bytes] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., last_seq: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., closed_ms: _Optional[int] = ..., queue: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
-    __slots__ = ("digest", "payload", "seq", "time_ms", "type")
+    __slots__ = ("seq", "type", "payload", "digest", "time_ms")
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     PAYLOAD_FIELD_NUMBER: _ClassVar[int]
@@ -62,10 +60,10 @@ class Event(_message.Message):
     payload: bytes
     digest: str
     time_ms: int
-    def __init__(self, seq: int | None = ..., type: str | None = ..., payload: bytes | None = ..., digest: str | None = ..., time_ms: int | None = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., digest: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
-    __slots__ = ("input", "queue", "tenant", "version", "workflow_id", "workflow_type")
+    __slots__ = ("tenant", "workflow_type", "workflow_id", "input", "version", "queue")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -78,15 +76,15 @@ class StartRunRequest(_message.Message):
     input: bytes
     version: str
     queue: str
-    def __init__(self, tenant: str | None = ..., workflow_type: str | None = ..., workflow_id: str | None = ..., input: bytes | None = ..., version: str | None = ..., queue: str | None = ...) -> None: ...
+    def __init__(self, tenant: _Optional[str] = ..., workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., input: _Optional[bytes] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ...) -> None: ...
 
 class StartRunResponse(_message.Message):
-    __slots__ = ("already_started", "run")
+    __slots__ = ("run", "already_started")
     RUN_FIELD_NUMBER: _ClassVar[int]
     ALREADY_STARTED_FIELD_NUMBER: _ClassVar[int]
     run: RunInfo
     already_started: bool
-    def __init__(self, run: RunInfo | _Mapping | None = ..., already_started: bool | None = ...) -> None: ...
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., already_started: _Optional[bool] = ...) -> None: ...
 
 class DescribeRunRequest(_message.Message):
     __slots__ = ("run_id", "tenant")
@@ -94,10 +92,10 @@ class DescribeRunRequest(_message.Message):
     TENANT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     tenant: str
-    def __init__(self, run_id: str | None = ..., tenant: str | None = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("attempt", "cmd", "consecutive_failures", "has_cmd", "kind", "last_failure", "lease_expires_ms", "lease_owner", "max_attempts", "name", "state", "task_id", "visible_ms")
+    __slots__ = ("task_id", "kind", "name", "cmd", "state", "attempt", "max_attempts", "visible_ms", "lease_owner", "lease_expires_ms", "consecutive_failures", "last_failure", "has_cmd")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -124,10 +122,10 @@ class TaskInfo(_message.Message):
     consecutive_failures: int
     last_failure: str
     has_cmd: bool
-    def __init__(self, task_id: int | None = ..., kind: str | None = ..., name: str | None = ..., cmd: int | None = ..., state: str | None = ..., attempt: int | None = ..., max_attempts: int | None = ..., visible_ms: int | None = ..., lease_owner: str | None = ..., lease_expires_ms: int | None = ..., consecutive_failures: int | None = ..., last_failure: str | None = ..., has_cmd: bool | None = ...) -> None: ...
+    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., cmd: _Optional[int] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., visible_ms: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_failure: _Optional[str] = ..., has_cmd: _Optional[bool] = ...) -> None: ...
 
 class FailureInfo(_message.Message):
-    __slots__ = ("attempt", "cmd", "digest", "fuel_used", "has_cmd", "kind", "memory_bytes", "message", "reason", "task_id", "time_ms", "trap_code", "worker")
+    __slots__ = ("task_id", "kind", "cmd", "has_cmd", "attempt", "digest", "reason", "trap_code", "message", "fuel_used", "memory_bytes", "worker", "time_ms")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CMD_FIELD_NUMBER: _ClassVar[int]
@@ -154,54 +152,54 @@ class FailureInfo(_message.Message):
     memory_bytes: int
     worker: str
     time_ms: int
-    def __init__(self, task_id: int | None = ..., kind: str | None = ..., cmd: int | None = ..., has_cmd: bool | None = ..., attempt: int | None = ..., digest: str | None = ..., reason: str | None = ..., trap_code: str | None = ..., message: str | None = ..., fuel_used: int | None = ..., memory_bytes: int | None = ..., worker: str | None = ..., time_ms: int | None = ...) -> None: ...
+    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., cmd: _Optional[int] = ..., has_cmd: _Optional[bool] = ..., attempt: _Optional[int] = ..., digest: _Optional[str] = ..., reason: _Optional[str] = ..., trap_code: _Optional[str] = ..., message: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeRunResponse(_message.Message):
-    __slots__ = ("recent_failures", "run", "tasks")
+    __slots__ = ("run", "tasks", "recent_failures")
     RUN_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     RECENT_FAILURES_FIELD_NUMBER: _ClassVar[int]
     run: RunInfo
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
     recent_failures: _containers.RepeatedCompositeFieldContainer[FailureInfo]
-    def __init__(self, run: RunInfo | _Mapping | None = ..., tasks: _Iterable[TaskInfo | _Mapping] | None = ..., recent_failures: _Iterable[FailureInfo | _Mapping] | None = ...) -> None: ...
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., recent_failures: _Optional[_Iterable[_Union[FailureInfo, _Mapping]]] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
-    __slots__ = ("after_seq", "run_id", "tenant")
+    __slots__ = ("run_id", "after_seq", "tenant")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     after_seq: int
     tenant: str
-    def __init__(self, run_id: str | None = ..., after_seq: int | None = ..., tenant: str | None = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
     __slots__ = ("events",)
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[Event]
-    def __init__(self, events: _Iterable[Event | _Mapping] | None = ...) -> None: ...
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
 
 class GetResultRequest(_message.Message):
-    __slots__ = ("run_id", "tenant", "wait_ms")
+    __slots__ = ("run_id", "wait_ms", "tenant")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     wait_ms: int
     tenant: str
-    def __init__(self, run_id: str | None = ..., wait_ms: int | None = ..., tenant: str | None = ...) -> None: ...
+    def __init__(self, run_id: _Optional[str] = ..., wait_ms: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class GetResultResponse(_message.Message):
-    __slots__ = ("closed", "run")
+    __slots__ = ("run", "closed")
     RUN_FIELD_NUMBER: _ClassVar[int]
     CLOSED_FIELD_NUMBER: _ClassVar[int]
     run: RunInfo
     closed: bool
-    def __init__(self, run: RunInfo | _Mapping | None = ..., closed: bool | None = ...) -> None: ...
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., closed: _Optional[bool] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("limit", "page_token", "status", "tenant", "workflow_type")
+    __slots__ = ("tenant", "status", "workflow_type", "limit", "page_token")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -212,18 +210,18 @@ class ListRunsRequest(_message.Message):
     workflow_type: str
     limit: int
     page_token: str
-    def __init__(self, tenant: str | None = ..., status: str | None = ..., workflow_type: str | None = ..., limit: int | None = ..., page_token: str | None = ...) -> None: ...
+    def __init__(self, tenant: _Optional[str] = ..., status: _Optional[str] = ..., workflow_type: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
-    __slots__ = ("next_page_token", "runs")
+    __slots__ = ("runs", "next_page_token")
     RUNS_FIELD_NUMBER: _ClassVar[int]
     NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     runs: _containers.RepeatedCompositeFieldContainer[RunInfo]
     next_page_token: str
-    def __init__(self, runs: _Iterable[RunInfo | _Mapping] | None = ..., next_page_token: str | None = ...) -> None: ...
+    def __init__(self, runs: _Optional[_Iterable[_Union[RunInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class VersionInfo(_message.Message):
-    __slots__ = ("current_for", "digest", "manifest_json", "size", "uploaded_ms")
+    __slots__ = ("digest", "size", "manifest_json", "uploaded_ms", "current_for")
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -234,7 +232,7 @@ class VersionInfo(_message.Message):
     manifest_json: str
     uploaded_ms: int
     current_for: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, digest: str | None = ..., size: int | None = ..., manifest_json: str | None = ..., uploaded_ms: int | None = ..., current_for: _Iterable[str] | None = ...) -> None: ...
+    def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ..., manifest_json: _Optional[str] = ..., uploaded_ms: _Optional[int] = ..., current_for: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UploadVersionRequest(_message.Message):
     __slots__ = ("module", "promote")
@@ -242,15 +240,15 @@ class UploadVersionRequest(_message.Message):
     PROMOTE_FIELD_NUMBER: _ClassVar[int]
     module: bytes
     promote: bool
-    def __init__(self, module: bytes | None = ..., promote: bool | None = ...) -> None: ...
+    def __init__(self, module: _Optional[bytes] = ..., promote: _Optional[bool] = ...) -> None: ...
 
 class UploadVersionResponse(_message.Message):
-    __slots__ = ("created", "version")
+    __slots__ = ("version", "created")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     version: VersionInfo
     created: bool
-    def __init__(self, version: VersionInfo | _Mapping | None = ..., created: bool | None = ...) -> None: ...
+    def __init__(self, version: _Optional[_Union[VersionInfo, _Mapping]] = ..., created: _Optional[bool] = ...) -> None: ...
 
 class ListVersionsRequest(_message.Message):
     __slots__ = ()
@@ -260,44 +258,44 @@ class ListVersionsResponse(_message.Message):
     __slots__ = ("versions",)
     VERSIONS_FIELD_NUMBER: _ClassVar[int]
     versions: _containers.RepeatedCompositeFieldContainer[VersionInfo]
-    def __init__(self, versions: _Iterable[VersionInfo | _Mapping] | None = ...) -> None: ...
+    def __init__(self, versions: _Optional[_Iterable[_Union[VersionInfo, _Mapping]]] = ...) -> None: ...
 
 class GetVersionRequest(_message.Message):
     __slots__ = ("ref",)
     REF_FIELD_NUMBER: _ClassVar[int]
     ref: str
-    def __init__(self, ref: str | None = ...) -> None: ...
+    def __init__(self, ref: _Optional[str] = ...) -> None: ...
 
 class GetVersionResponse(_message.Message):
     __slots__ = ("version",)
     VERSION_FIELD_NUMBER: _ClassVar[int]
     version: VersionInfo
-    def __init__(self, version: VersionInfo | _Mapping | None = ...) -> None: ...
+    def __init__(self, version: _Optional[_Union[VersionInfo, _Mapping]] = ...) -> None: ...
 
 class GetModuleRequest(_message.Message):
     __slots__ = ("digest",)
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     digest: str
-    def __init__(self, digest: str | None = ...) -> None: ...
+    def __init__(self, digest: _Optional[str] = ...) -> None: ...
 
 class GetModuleResponse(_message.Message):
     __slots__ = ("module",)
     MODULE_FIELD_NUMBER: _ClassVar[int]
     module: bytes
-    def __init__(self, module: bytes | None = ...) -> None: ...
+    def __init__(self, module: _Optional[bytes] = ...) -> None: ...
 
 class PollTaskRequest(_message.Message):
-    __slots__ = ("queue", "wait_ms", "worker_id")
+    __slots__ = ("worker_id", "queue", "wait_ms")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queue: str
     wait_ms: int
-    def __init__(self, worker_id: str | None = ..., queue: str | None = ..., wait_ms: int | None = ...) -> None: ...
+    def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("args", "attempt", "cmd", "digest", "fencing", "history", "idempotency_key", "input", "kind", "lease_expires_ms", "name", "run_id", "task_id", "tenant")
+    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -326,16 +324,16 @@ class Task(_message.Message):
     args: bytes
     idempotency_key: str
     tenant: str
-    def __init__(self, task_id: int | None = ..., fencing: int | None = ..., kind: str | None = ..., run_id: str | None = ..., digest: str | None = ..., name: str | None = ..., attempt: int | None = ..., lease_expires_ms: int | None = ..., input: bytes | None = ..., history: _Iterable[Event | _Mapping] | None = ..., cmd: int | None = ..., args: bytes | None = ..., idempotency_key: str | None = ..., tenant: str | None = ...) -> None: ...
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class PollTaskResponse(_message.Message):
     __slots__ = ("task",)
     TASK_FIELD_NUMBER: _ClassVar[int]
     task: Task
-    def __init__(self, task: Task | _Mapping | None = ...) -> None: ...
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class ActivationStats(_message.Message):
-    __slots__ = ("duration_us", "fuel_used", "host_calls", "memory_bytes")
+    __slots__ = ("fuel_used", "memory_bytes", "host_calls", "duration_us")
     FUEL_USED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     HOST_CALLS_FIELD_NUMBER: _ClassVar[int]
@@ -344,10 +342,10 @@ class ActivationStats(_message.Message):
     memory_bytes: int
     host_calls: int
     duration_us: int
-    def __init__(self, fuel_used: int | None = ..., memory_bytes: int | None = ..., host_calls: int | None = ..., duration_us: int | None = ...) -> None: ...
+    def __init__(self, fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., host_calls: _Optional[int] = ..., duration_us: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("args", "cmd", "kind", "name", "value")
+    __slots__ = ("cmd", "kind", "name", "args", "value")
     CMD_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -358,10 +356,10 @@ class Command(_message.Message):
     name: str
     args: bytes
     value: int
-    def __init__(self, cmd: int | None = ..., kind: str | None = ..., name: str | None = ..., args: bytes | None = ..., value: int | None = ...) -> None: ...
+    def __init__(self, cmd: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., args: _Optional[bytes] = ..., value: _Optional[int] = ...) -> None: ...
 
 class WorkflowCompletion(_message.Message):
-    __slots__ = ("commands", "error", "expected_last_seq", "result", "status")
+    __slots__ = ("expected_last_seq", "commands", "status", "result", "error")
     EXPECTED_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMANDS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -372,40 +370,46 @@ class WorkflowCompletion(_message.Message):
     status: str
     result: bytes
     error: ErrorInfo
-    def __init__(self, expected_last_seq: int | None = ..., commands: _Iterable[Command | _Mapping] | None = ..., status: str | None = ..., result: bytes | None = ..., error: ErrorInfo | _Mapping | None = ...) -> None: ...
+    def __init__(self, expected_last_seq: _Optional[int] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., status: _Optional[str] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ...) -> None: ...
 
 class ActivityCompletion(_message.Message):
-    __slots__ = ("error", "ok", "result")
+    __slots__ = ("ok", "result", "error")
     OK_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     result: bytes
     error: ErrorInfo
-    def __init__(self, ok: bool | None = ..., result: bytes | None = ..., error: ErrorInfo | _Mapping | None = ...) -> None: ...
+    def __init__(self, ok: _Optional[bool] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
-    __slots__ = ("activity", "fencing", "stats", "task_id", "worker_id", "workflow")
+    __slots__ = ("task_id", "fencing", "worker_id", "workflow", "activity", "stats", "want_next", "next_queue")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_FIELD_NUMBER: _ClassVar[int]
     ACTIVITY_FIELD_NUMBER: _ClassVar[int]
     STATS_FIELD_NUMBER: _ClassVar[int]
+    WANT_NEXT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
     workflow: WorkflowCompletion
     activity: ActivityCompletion
     stats: ActivationStats
-    def __init__(self, task_id: int | None = ..., fencing: int | None = ..., worker_id: str | None = ..., workflow: WorkflowCompletion | _Mapping | None = ..., activity: ActivityCompletion | _Mapping | None = ..., stats: ActivationStats | _Mapping | None = ...) -> None: ...
+    want_next: bool
+    next_queue: str
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowCompletion, _Mapping]] = ..., activity: _Optional[_Union[ActivityCompletion, _Mapping]] = ..., stats: _Optional[_Union[ActivationStats, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ...) -> None: ...
 
 class CompleteTaskResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("next",)
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    next: Task
+    def __init__(self, next: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class Failure(_message.Message):
-    __slots__ = ("fuel_used", "has_step", "memory_bytes", "message", "reason", "step", "trap_code")
+    __slots__ = ("reason", "message", "trap_code", "fuel_used", "memory_bytes", "step", "has_step")
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TRAP_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -420,36 +424,42 @@ class Failure(_message.Message):
     memory_bytes: int
     step: int
     has_step: bool
-    def __init__(self, reason: str | None = ..., message: str | None = ..., trap_code: str | None = ..., fuel_used: int | None = ..., memory_bytes: int | None = ..., step: int | None = ..., has_step: bool | None = ...) -> None: ...
+    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., trap_code: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
-    __slots__ = ("failure", "fencing", "task_id", "worker_id")
+    __slots__ = ("task_id", "fencing", "worker_id", "failure", "want_next", "next_queue")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
+    WANT_NEXT_FIELD_NUMBER: _ClassVar[int]
+    NEXT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
     failure: Failure
-    def __init__(self, task_id: int | None = ..., fencing: int | None = ..., worker_id: str | None = ..., failure: Failure | _Mapping | None = ...) -> None: ...
+    want_next: bool
+    next_queue: str
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ...) -> None: ...
 
 class FailTaskResponse(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("next",)
+    NEXT_FIELD_NUMBER: _ClassVar[int]
+    next: Task
+    def __init__(self, next: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("fencing", "task_id", "worker_id")
+    __slots__ = ("task_id", "fencing", "worker_id")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
-    def __init__(self, task_id: int | None = ..., fencing: int | None = ..., worker_id: str | None = ...) -> None: ...
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("lease_expires_ms",)
     LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
     lease_expires_ms: int
-    def __init__(self, lease_expires_ms: int | None = ...) -> None: ...
+    def __init__(self, lease_expires_ms: _Optional[int] = ...) -> None: ...

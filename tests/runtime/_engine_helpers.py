@@ -21,3 +21,10 @@ def drive(worker: Worker, client: AmberClient, run_id: str, timeout_s: float = 3
             return run
         worker.run_once(wait_s=0.2)
     raise AssertionError(f"run {run_id} did not close within {timeout_s} s")
+
+
+def run_one_task(client: AmberClient, sandbox: Sandbox) -> None:
+    """Poll one task and run it, without taking the next one eagerly."""
+    worker = make_worker(client, sandbox, worker_id="one-shot")
+    worker.stop()  # a stopping worker reports without asking for more work
+    assert worker.run_once(wait_s=2)

@@ -21,7 +21,7 @@ from runtime import (
 from tests.conftest import InProcessServer
 from versions import InvalidModule, UnknownWorkflowType
 
-from ._engine_helpers import drive, make_worker
+from ._engine_helpers import drive, make_worker, run_one_task
 
 ORDER = {"order_id": "A-7", "sku": "BOOK-1", "quantity": 2, "amount_cents": 2500}
 
@@ -165,7 +165,7 @@ def test_a_late_duplicate_activity_result_is_rejected_by_the_fencing_token(
     _upload(srv, modules, "orders")
     started = srv.client.start_run("orders", ORDER)
     run_id = started.run.run_id
-    make_worker(srv.client, sandbox).run_once(wait_s=1)  # the workflow schedules reserve
+    run_one_task(srv.client, sandbox)  # the workflow schedules reserve_inventory
 
     slow = srv.client.poll_task(worker_id="slow", wait_s=2)
     assert slow is not None and slow.kind.value == "activity"
@@ -251,3 +251,36 @@ def test_limits_fail_activations_with_their_own_reasons_and_the_worker_goes_on(
         assert desc.run.status is RunStatus.RUNNING
         assert desc.recent_failures[0].reason == reason, desc.recent_failures
     assert worker.failed == 3
+
+
+def test_reporting_a_task_hands_back_the_next_one_in_the_same_transaction(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    from runtime import NewCommand, SandboxLimits, WorkflowActivation, activate_workflow
+
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    run_id = srv.client.start_run("orders", ORDER).run.run_id
+    task = srv.client.poll_task(worker_id="eager", wait_s=2)
+    assert task is not None
+    step = activate_workflow(
+        sandbox,
+        WorkflowActivation(
+            run_id=run_id, workflow_type="orders", digest=task.digest, input=task.input,
+            events=task.events, limits=SandboxLimits(),
+        ),
+    )  # fmt: skip
+    done = WorkflowCompletion(
+        expected_last_seq=step.expected_last_seq,
+        commands=tuple(
+            NewCommand(cmd=step.first_new_cmd + i, command=c)
+            for i, c in enumerate(step.new_commands)
+        ),
+        status=step.status,
+    )
+    following = srv.client.complete_workflow(task, done, worker_id="eager", next_queue="main")
+    assert following is not None
+    assert following.kind.value == "activity" and following.name == "reserve_inventory"
+    (leased,) = srv.client.describe(run_id).tasks
+    assert leased.state.value == "leased" and leased.lease_owner == "eager"
+    assert srv.client.poll_task(worker_id="other", wait_s=0) is None
