@@ -91,6 +91,7 @@ def work(args: argparse.Namespace) -> int:
     worker = Worker(client, sandbox, worker_settings(args))
     stop = threading.Event()
     on_signals(stop)
+
     def stop_worker() -> None:
         stop.wait()
         worker.stop()
