@@ -15,7 +15,8 @@ MANIFEST_SECTION = "amber.manifest"
 WORKFLOW_EXPORT_PREFIX = "amber_workflow."
 ACTIVITY_EXPORT_PREFIX = "amber_activity."
 MAX_MANIFEST_BYTES = 64 * 1024
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
+"""What workflow and activity names look like."""
 
 
 class ManifestError(InvalidInput):
@@ -56,7 +57,7 @@ def _names(doc: dict[str, Any], key: str) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise ManifestError(f"manifest {key!r} must be a list of names")
     for name in value:
-        if not isinstance(name, str) or not _NAME.fullmatch(name):
+        if not isinstance(name, str) or not NAME.fullmatch(name):
             raise ManifestError(f"invalid name {name!r} in manifest {key!r}")
     if len(set(value)) != len(value):
         raise ManifestError(f"duplicate names in manifest {key!r}")

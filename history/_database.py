@@ -24,12 +24,24 @@ _log = logging.getLogger(__name__)
 T = TypeVar("T")
 Cursor = psycopg.Cursor[tuple[Any, ...]]
 
-_RETRYABLE = (
-    pgerrors.SerializationFailure,
-    pgerrors.DeadlockDetected,
-    psycopg.OperationalError,
-    PoolTimeout,
-)
+_TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "40001", "40P01")
+"""Connection exceptions, server shutdown, serialization failure, deadlock."""
+
+
+def _transient(exc: Exception, conn: psycopg.Connection[Any] | None) -> bool:
+    """Whether retrying the whole transaction may succeed.
+
+    A lost connection, a server going away, a serialization failure or a deadlock: yes. Any
+    other error — including client-side `OperationalError`s such as too many query parameters —
+    would fail the same way again, so it propagates at once.
+    """
+    if isinstance(exc, PoolTimeout | pgerrors.SerializationFailure | pgerrors.DeadlockDetected):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    if conn is None or conn.closed or conn.broken:
+        return True
+    return (exc.sqlstate or "").startswith(_TRANSIENT_SQLSTATES)
 
 
 class Database:
@@ -78,10 +90,13 @@ class Database:
         """Run `fn(cursor)` in one transaction, retrying it on transient failures."""
         delay = 0.01
         for attempt in range(1, self._attempts + 1):
+            conn: psycopg.Connection[Any] | None = None
             try:
                 with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                     return fn(cur)
-            except _RETRYABLE as exc:
+            except (psycopg.Error, PoolTimeout) as exc:
+                if not _transient(exc, conn):
+                    raise
                 if attempt == self._attempts:
                     raise StoreUnavailable(f"database unavailable: {exc}") from exc
                 _log.warning("transient database error (attempt %d): %s", attempt, exc)

@@ -57,23 +57,21 @@ def append_events_txn(
         raise VersionConflict(run_id, expected_last_seq or 0, int(actual[0]))
     last = int(row[0])
     first = last - count + 1
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * count)
-    params: list[object] = []
-    for offset, event in enumerate(events):
-        params.extend(
-            (
-                run_id,
-                first + offset,
-                event.type.value,
-                encode_payload(event.payload),
-                event.digest,
-                now,
-            )
-        )
+    # One statement with a fixed number of parameters, however many events (a multi-row VALUES
+    # list would hit PostgreSQL's 65,535-parameter limit at ~11,000 events).
     cur.execute(
         "INSERT INTO amber_events (run_id, seq, type, payload, digest, created_at)"
-        f" VALUES {values}",
-        params,
+        " SELECT %s, seq, type, payload, digest, %s"
+        " FROM unnest(%s::int[], %s::text[], %s::bytea[], %s::text[])"
+        " AS e(seq, type, payload, digest)",
+        (
+            run_id,
+            now,
+            list(range(first, last + 1)),
+            [event.type.value for event in events],
+            [encode_payload(event.payload) for event in events],
+            [event.digest for event in events],
+        ),
     )
     return last
 

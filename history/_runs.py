@@ -67,8 +67,9 @@ class RunQuery:
     status: RunStatus | None = None
     workflow_type: str | None = None
     limit: int = 100
-    before: tuple[datetime, str] | None = None
-    """Keyset cursor: (created_at, run_id) of the last run of the previous page."""
+    before: str | None = None
+    """Keyset cursor: the run id of the last run of the previous page (run ids are UUIDv7,
+    ordered by creation time)."""
 
 
 _COLUMNS = (
@@ -162,12 +163,12 @@ def list_runs_txn(cur: Cursor, query: RunQuery) -> list[Run]:
         clauses.append("workflow_type = %s")
         params.append(query.workflow_type)
     if query.before is not None:
-        clauses.append("(created_at, run_id) < (%s, %s::uuid)")
-        params.extend(query.before)
+        clauses.append("run_id < %s::uuid")
+        params.append(query.before)
     params.append(query.limit)
     cur.execute(
         f"SELECT {_COLUMNS} FROM amber_runs WHERE {' AND '.join(clauses)}"
-        " ORDER BY created_at DESC, run_id DESC LIMIT %s",
+        " ORDER BY run_id DESC LIMIT %s",
         params,
     )
     return [_run(row) for row in cur.fetchall()]

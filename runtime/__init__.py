@@ -18,6 +18,7 @@ from ._activity import ActivityAttempt, ActivityReport, run_activity
 from ._client import DEFAULT_TARGET, AmberClient, decode, encode
 from ._clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from ._engine import ENGINE_FLAGS, SandboxEngine
+from ._errors import CorruptHistory, PayloadTooLarge
 from ._faults import (
     AbiViolation,
     DeadlineExceeded,
@@ -33,7 +34,6 @@ from ._faults import (
 from ._host import ActivationKind
 from ._replay import (
     ActivationStats,
-    CorruptHistory,
     Projection,
     WorkflowActivation,
     WorkflowStep,
@@ -50,7 +50,6 @@ from ._tasks_service import (
     FailureReport,
     LeasedTask,
     NewCommand,
-    PayloadTooLarge,
     TaskService,
     WorkflowCompletion,
     idempotency_key,

@@ -15,7 +15,7 @@ from versions import ModuleVersion, UploadResult
 
 from . import _mapping as m
 from ._clock import from_ms
-from ._runs_service import RunDescription, StartResult
+from ._runs_service import MAX_HISTORY_PAGE, RunDescription, StartResult
 from ._server import GRPC_OPTIONS
 from ._status import error_from_rpc
 from ._tasks_service import FailureReport, LeasedTask, WorkflowCompletion
@@ -100,10 +100,17 @@ class AmberClient:
         request = pb.DescribeRunRequest(run_id=run_id, tenant=tenant)
         return m.description_from_pb(self._call(self._stub.DescribeRun, request))
 
-    def history(self, run_id: str, *, after_seq: int = 0, tenant: str = "") -> list[Event]:
-        request = pb.GetHistoryRequest(run_id=run_id, after_seq=after_seq, tenant=tenant)
-        response = self._call(self._stub.GetHistory, request)
-        return [m.event_from_pb(run_id, e) for e in response.events]
+    def history(self, run: str, *, after_seq: int = 0, tenant: str = "") -> list[Event]:
+        """Every event after `after_seq` (`run` is a run id or a workflow id), page by page."""
+        events: list[Event] = []
+        while True:
+            request = pb.GetHistoryRequest(run_id=run, after_seq=after_seq, tenant=tenant)
+            response = self._call(self._stub.GetHistory, request)
+            page = response.events
+            events += (m.event_from_pb(response.run_id, e) for e in page)
+            if len(page) < MAX_HISTORY_PAGE:
+                return events
+            after_seq = page[-1].seq
 
     def result(self, run_id: str, *, wait_s: float = 0.0, tenant: str = "") -> Run:
         """The run, waiting up to `wait_s` for it to close (check `run.status.closed`)."""

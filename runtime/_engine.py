@@ -10,10 +10,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import wasmtime
 
+from abi import ACTIVITY_EXPORT_PREFIX
 from versions import ArtifactCache
 
 from ._host import HostImports
@@ -49,6 +51,20 @@ class _EpochTicker(threading.Thread):
         self._stop.set()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadedModule:
+    """A module version ready to instantiate, with what the host checks commands against."""
+
+    pre: wasmtime.InstancePre
+    activities: frozenset[str]
+    """Activity names the module exports (a workflow may only schedule these)."""
+
+
+def _activities(module: wasmtime.Module) -> frozenset[str]:
+    prefix = ACTIVITY_EXPORT_PREFIX
+    return frozenset(e.name[len(prefix) :] for e in module.exports if e.name.startswith(prefix))
+
+
 class SandboxEngine:
     """Compiled modules ready to instantiate, for one process.
 
@@ -62,30 +78,28 @@ class SandboxEngine:
         self._linker = wasmtime.Linker(self.engine)
         self.host.define(self._linker)
         self._artifacts = ArtifactCache(artifact_dir, self.engine, ENGINE_FLAGS)
-        self._loaded: OrderedDict[str, wasmtime.InstancePre] = OrderedDict()
+        self._loaded: OrderedDict[str, LoadedModule] = OrderedDict()
         self._max_modules = max_modules
         self._lock = threading.Lock()
         self._ticker = _EpochTicker(self.engine)
         self._ticker.start()
 
-    def instance_pre(self, digest: str, fetch: Callable[[], bytes]) -> wasmtime.InstancePre:
+    def load(self, digest: str, fetch: Callable[[], bytes]) -> LoadedModule:
         """The ready-to-instantiate module for `digest`; `fetch()` gives its bytes on a miss."""
         with self._lock:
-            pre = self._loaded.get(digest)
-            if pre is not None:
+            loaded = self._loaded.get(digest)
+            if loaded is not None:
                 self._loaded.move_to_end(digest)
-                return pre
+                return loaded
         module = self._artifacts.load(digest, fetch)
-        pre = self._linker.instantiate_pre(module)
+        loaded = LoadedModule(
+            pre=self._linker.instantiate_pre(module), activities=_activities(module)
+        )
         with self._lock:
-            self._loaded[digest] = pre
+            self._loaded[digest] = loaded
             while len(self._loaded) > self._max_modules:
                 self._loaded.popitem(last=False)
-        return pre
-
-    def loaded_digests(self) -> list[str]:
-        with self._lock:
-            return list(self._loaded)
+        return loaded
 
     def close(self) -> None:
         self._ticker.stop()

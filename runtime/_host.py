@@ -24,6 +24,9 @@ from ._faults import AbiViolation, DeadlineExceeded
 
 MAX_LOG_BYTES = 4096
 MAX_LOG_LINES = 100
+"""Lines kept and forwarded per activation; the rest are only counted."""
+MAX_HANDED_OUT = 1000
+"""now/random values one workflow activation may take (each becomes a command)."""
 _guest_log = logging.getLogger("amber.guest")
 
 
@@ -55,6 +58,7 @@ class HostCalls:
     handed_out: list[tuple[str, Any]] = field(default_factory=list)
     """Values given to a workflow through `now`/`random`, in order (they become commands)."""
     logs: list[tuple[int, str]] = field(default_factory=list)
+    dropped_logs: int = 0
     calls: int = 0
     memory: wasmtime.Memory | None = None
 
@@ -66,6 +70,14 @@ def _read(caller: wasmtime.Caller, state: HostCalls, ptr: int, length: int, cap:
     if ptr + length > state.memory.data_len(caller):
         raise AbiViolation(f"host call passed a buffer [{ptr}, {ptr + length}) outside memory")
     return bytes(state.memory.read(caller, ptr, ptr + length))
+
+
+def _hand_out(state: HostCalls, kind: str, value: object) -> None:
+    if len(state.handed_out) >= MAX_HANDED_OUT:
+        raise AbiViolation(
+            f"a workflow activation may take at most {MAX_HANDED_OUT} now/random values"
+        )
+    state.handed_out.append((kind, value))
 
 
 class HostImports:
@@ -106,7 +118,7 @@ class HostImports:
         state = self._state("now")
         value = to_ms(state.clock.now())
         if state.kind is ActivationKind.WORKFLOW:
-            state.handed_out.append(("now", value))
+            _hand_out(state, "now", value)
         return value
 
     def _random(self, caller: wasmtime.Caller, ptr: int, length: int) -> None:
@@ -118,14 +130,16 @@ class HostImports:
         assert state.memory is not None
         state.memory.write(caller, value, ptr)
         if state.kind is ActivationKind.WORKFLOW:
-            state.handed_out.append(("random", value))
+            _hand_out(state, "random", value)
 
     def _log(self, caller: wasmtime.Caller, level: int, ptr: int, length: int) -> None:
         state = self._state("log")
         text = _read(caller, state, ptr, min(max(length, 0), MAX_LOG_BYTES), MAX_LOG_BYTES)
+        if len(state.logs) >= MAX_LOG_LINES:
+            state.dropped_logs += 1
+            return
         line = text.decode("utf-8", errors="replace")
-        if len(state.logs) < MAX_LOG_LINES:
-            state.logs.append((level, line))
+        state.logs.append((level, line))
         py_level = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING}.get(level, logging.ERROR)
         _guest_log.log(py_level, "[%s] %s", state.run_id, line)
 

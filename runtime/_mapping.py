@@ -10,6 +10,7 @@ from abi import (
     ActivityStatus,
     Command,
     ErrorInfo,
+    InvalidInput,
     RecordNow,
     RecordRandom,
     ScheduleActivity,
@@ -286,7 +287,7 @@ def command_from_pb(msg: pb.Command) -> NewCommand:
     elif msg.kind == "random":
         command = RecordRandom(value=msg.args)
     else:
-        raise ValueError(f"unknown command kind {msg.kind!r}")
+        raise InvalidInput(f"unknown command kind {msg.kind!r}")
     return NewCommand(cmd=msg.cmd, command=command)
 
 
@@ -301,7 +302,12 @@ def workflow_completion_to_pb(done: WorkflowCompletion) -> pb.WorkflowCompletion
 
 
 def workflow_completion_from_pb(msg: pb.WorkflowCompletion) -> WorkflowCompletion:
-    status = WorkflowStatus(msg.status)
+    try:
+        status = WorkflowStatus(msg.status)
+    except ValueError:
+        raise InvalidInput(f"unknown workflow status {msg.status!r}") from None
+    if status is WorkflowStatus.FAILED and not msg.HasField("error"):
+        raise InvalidInput("a failed workflow completion needs an error")
     return WorkflowCompletion(
         expected_last_seq=msg.expected_last_seq,
         commands=tuple(command_from_pb(c) for c in msg.commands),

@@ -28,13 +28,13 @@ from abi import (
 )
 from history import Event, EventType
 
+from ._errors import CorruptHistory
 from ._faults import AbiViolation, MalformedOutput, NonDeterminism
 from ._host import ActivationKind
 from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits
 
-
-class CorruptHistory(Exception):
-    """The stored history breaks an invariant the engine itself maintains (a bug, not a guest)."""
+MAX_NEW_COMMANDS = 1000
+"""New commands one workflow activation may issue (Temporal caps pending activities at 2,000)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,6 +46,8 @@ class RecordedCommand:
     kind: str
     name: str = ""
     args: bytes = b""
+    value: object = None
+    """The recorded value of a `now` or `random` marker."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,9 +62,9 @@ class Projection:
 def _describe_recorded(command: RecordedCommand) -> str:
     if command.kind == "activity":
         return f"activity {command.name!r} (args {_fingerprint(command.args)})"
-    if command.kind == "random":
-        return f"random ({len(command.args)} bytes)"
-    return command.kind
+    if command.kind == "random" and isinstance(command.value, bytes):
+        return f"random ({len(command.value)} bytes)"
+    return f"{command.kind} {command.value!r}"
 
 
 def _describe_issued(command: Command | None) -> str:
@@ -72,7 +74,7 @@ def _describe_issued(command: Command | None) -> str:
         return f"activity {command.name!r} (args {_fingerprint(command.args)})"
     if isinstance(command, RecordRandom):
         return f"random ({len(command.value)} bytes)"
-    return command_kind(command)
+    return f"{command_kind(command)} {command.value!r}"
 
 
 def _fingerprint(data: bytes) -> str:
@@ -92,8 +94,7 @@ def _on_marker(
     event: Event, commands: list[RecordedCommand], results: list[RecordedResult]
 ) -> None:
     p = event.payload
-    value = p["value"] if isinstance(p["value"], bytes) else b""
-    commands.append(RecordedCommand(cmd=p["cmd"], seq=event.seq, kind=p["kind"], args=value))
+    commands.append(RecordedCommand(cmd=p["cmd"], seq=event.seq, kind=p["kind"], value=p["value"]))
     results.append(RecordedResult(cmd=p["cmd"], seq=event.seq, value=p["value"]))
 
 
@@ -175,9 +176,9 @@ def _matches(recorded: RecordedCommand, issued: Command) -> bool:
         return False
     if isinstance(issued, ScheduleActivity):
         return recorded.name == issued.name and recorded.args == issued.args
-    if isinstance(issued, RecordRandom):
-        return len(recorded.args) == len(issued.value)
-    return True
+    # A replayed now/random must hand back exactly the recorded value: a guest that reads the
+    # clock or draws randomness afresh while replaying diverges here.
+    return recorded.value == issued.value
 
 
 def _host_values(
@@ -207,6 +208,40 @@ def _host_values(
             command = RecordNow(value=value) if kind == "now" else RecordRandom(value=value)  # type: ignore[arg-type]
         fixed.append(command)
     return tuple(fixed)
+
+
+def _check_new_commands(
+    sandbox: Sandbox,
+    activation: WorkflowActivation,
+    projection: Projection,
+    outcome: WorkflowOutcome,
+    new_commands: Sequence[Command],
+) -> None:
+    """What the host refuses to append, whatever the guest says."""
+
+    def violation(message: str) -> AbiViolation:
+        return AbiViolation(message, run_id=activation.run_id, digest=activation.digest)
+
+    if len(new_commands) > MAX_NEW_COMMANDS:
+        raise violation(
+            f"issued {len(new_commands)} new commands in one activation; the cap is"
+            f" {MAX_NEW_COMMANDS}"
+        )
+    exported = sandbox.activities(activation.digest)
+    for command in new_commands:
+        if isinstance(command, ScheduleActivity) and command.name not in exported:
+            raise violation(
+                f"scheduled activity {command.name[:128]!r}, which the module does not export"
+            )
+    if outcome.status is WorkflowStatus.SUSPENDED:
+        resolved = {r.cmd for r in projection.results}
+        pending = [
+            i
+            for i, c in enumerate(outcome.commands)
+            if isinstance(c, ScheduleActivity) and i not in resolved
+        ]
+        if not pending:
+            raise violation("suspended although every command it issued has its result")
 
 
 def check_determinism(
@@ -281,6 +316,7 @@ def activate_workflow(sandbox: Sandbox, activation: WorkflowActivation) -> Workf
     check_determinism(activation, projection, outcome)
     first_new = len(projection.commands)
     new_commands = _host_values(outcome.commands[first_new:], raw, activation)
+    _check_new_commands(sandbox, activation, projection, outcome, new_commands)
     return WorkflowStep(
         expected_last_seq=projection.last_seq,
         first_new_cmd=first_new,

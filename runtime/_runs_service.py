@@ -39,14 +39,17 @@ from history import (
 from versions import resolve_version_txn
 
 from ._clock import Clock
+from ._errors import PayloadTooLarge
 from ._ids import new_run_id
 from ._notify import Notifier
 from ._settings import EngineSettings
-from ._tasks_service import PayloadTooLarge
 
 DEFAULT_TENANT = "default"
 MAX_ID_LENGTH = 256
 _RUN_RECHECK_S = 5.0
+"""A waiter re-reads its run this often even without a notification."""
+MAX_HISTORY_PAGE = 10_000
+"""Events returned by one history read; page with `after_seq`."""
 """A waiter re-reads its run this often even without a notification."""
 
 
@@ -177,62 +180,67 @@ class RunService:
             )
         return existing
 
-    def get(self, run_id: str, *, tenant: str = "") -> Run:
-        """The run, or `RunNotFound` (also when `tenant` is given and does not match)."""
-        _check_run_id(run_id)
-        run = self._db.run(lambda cur: get_run_txn(cur, run_id))
-        if run is None or (tenant and run.tenant != tenant):
-            raise RunNotFound(run_id)
-        return run
+    def get(self, ref: str, *, tenant: str = DEFAULT_TENANT) -> Run:
+        """The run named by `ref` — a run id or a workflow id — in `tenant`, or `RunNotFound`."""
+        return self._db.run(lambda cur: _find_txn(cur, ref, tenant))
 
-    def describe(self, run_id: str, *, tenant: str = "") -> RunDescription:
+    def describe(self, ref: str, *, tenant: str = DEFAULT_TENANT) -> RunDescription:
         """The run with its open tasks and most recent failures (why is it stuck?)."""
-        _check_run_id(run_id)
 
         def txn(cur: Cursor) -> RunDescription:
-            run = get_run_txn(cur, run_id)
-            if run is None or (tenant and run.tenant != tenant):
-                raise RunNotFound(run_id)
+            run = _find_txn(cur, ref, tenant)
             return RunDescription(
                 run=run,
-                tasks=tuple(run_tasks_txn(cur, run_id)),
-                recent_failures=tuple(run_failures_txn(cur, run_id)),
+                tasks=tuple(run_tasks_txn(cur, run.run_id)),
+                recent_failures=tuple(run_failures_txn(cur, run.run_id)),
             )
 
         return self._db.run(txn)
 
-    def history(self, run_id: str, *, after_seq: int = 0, tenant: str = "") -> list[Event]:
-        """The run's events after `after_seq`, in order."""
-        self.get(run_id, tenant=tenant)
-        return self._db.run(lambda cur: read_events_txn(cur, run_id, after_seq=after_seq))
+    def history(self, ref: str, *, after_seq: int = 0, tenant: str = DEFAULT_TENANT) -> list[Event]:
+        """The run's events after `after_seq`, in order (at most `MAX_HISTORY_PAGE`)."""
+
+        def txn(cur: Cursor) -> list[Event]:
+            run = _find_txn(cur, ref, tenant)
+            return read_events_txn(cur, run.run_id, after_seq=after_seq, limit=MAX_HISTORY_PAGE)
+
+        return self._db.run(txn)
 
     def list(self, query: RunQuery) -> list[Run]:
         if not 1 <= query.limit <= 1000:
             raise InvalidInput("limit must be between 1 and 1000")
         return self._db.run(lambda cur: list_runs_txn(cur, query))
 
-    def wait_closed(self, run_id: str, *, timeout_s: float, tenant: str = "") -> Run:
+    def wait_closed(self, ref: str, *, timeout_s: float, tenant: str = DEFAULT_TENANT) -> Run:
         """The run once it has closed, or as it is when `timeout_s` passes."""
         deadline = time.monotonic() + timeout_s
+        run = self.get(ref, tenant=tenant)
         if self._notifier is None:
-            while True:
-                run = self.get(run_id, tenant=tenant)
-                remaining = deadline - time.monotonic()
-                if run.status.closed or remaining <= 0:
-                    return run
+            while not run.status.closed and (remaining := deadline - time.monotonic()) > 0:
                 time.sleep(min(remaining, 0.05))
-        with self._notifier.watch_run(run_id) as watch:
+                run = self.get(run.run_id, tenant=tenant)
+            return run
+        with self._notifier.watch_run(run.run_id) as watch:
             while True:
                 seen = watch.generation
-                run = self.get(run_id, tenant=tenant)
+                run = self.get(run.run_id, tenant=tenant)
                 remaining = deadline - time.monotonic()
                 if run.status.closed or remaining <= 0:
                     return run
                 watch.wait(seen, min(remaining, _RUN_RECHECK_S))
 
 
-def _check_run_id(run_id: str) -> None:
+def _find_txn(cur: Cursor, ref: str, tenant: str) -> Run:
+    """A run by run id or, failing that, by workflow id, within one tenant."""
+    run: Run | None = None
     try:
-        uuid.UUID(run_id)
+        run_id = str(uuid.UUID(ref))
     except ValueError:
-        raise RunNotFound(run_id) from None
+        run_id = ""
+    if run_id:
+        run = get_run_txn(cur, run_id)
+    if run is None and ref and len(ref) <= MAX_ID_LENGTH:
+        run = get_run_by_workflow_id_txn(cur, tenant, ref)
+    if run is None or run.tenant != tenant:
+        raise RunNotFound(ref)
+    return run

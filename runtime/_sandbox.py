@@ -18,8 +18,9 @@ import wasmtime
 from abi import ALLOC_EXPORT, MAX_ENVELOPE_BYTES, MEMORY_EXPORT, AmberError, RetryableError
 
 from ._clock import Clock
-from ._engine import EPOCH_TICK_S, SandboxEngine
+from ._engine import EPOCH_TICK_S, LoadedModule, SandboxEngine
 from ._faults import (
+    AbiViolation,
     DeadlineExceeded,
     GuestFault,
     GuestTrap,
@@ -43,6 +44,8 @@ class SandboxLimits:
     memory_bytes: int = 64 * 1024 * 1024
     deadline_s: float = 10.0
     """Wall-clock limit covering guest code and host calls."""
+    table_elements: int = 10_000
+    """Function-table size limit (a `table.grow` is memory the store limit does not count)."""
     max_output_bytes: int = MAX_ENVELOPE_BYTES
 
 
@@ -113,25 +116,25 @@ class Sandbox:
         self._module_source = module_source
         self._lock = threading.Lock()
 
-    def preload(self, digest: str) -> None:
-        """Compile or load a module version ahead of its first activation."""
-        self._load(digest)
+    def activities(self, digest: str) -> frozenset[str]:
+        """The activity names a module version exports (loading it if needed)."""
+        return self._load(digest).activities
 
     def run(self, request: ActivationRequest) -> RawOutput:
         """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
         with self._lock:
             return self._run(request)
 
-    def _load(self, digest: str) -> wasmtime.InstancePre:
+    def _load(self, digest: str) -> LoadedModule:
         try:
-            return self._engine.instance_pre(digest, lambda: self._module_source(digest))
+            return self._engine.load(digest, lambda: self._module_source(digest))
         except RetryableError:
             raise  # the server is unreachable: nothing is wrong with the module
         except AmberError as exc:
             raise ModuleUnavailable(f"cannot load module: {exc}", digest=digest) from None
 
     def _run(self, request: ActivationRequest) -> RawOutput:
-        pre = self._load(request.digest)
+        pre = self._load(request.digest).pre
         limits = request.limits
         started = time.monotonic()
         state = HostCalls(
@@ -142,7 +145,13 @@ class Sandbox:
         )
         store = wasmtime.Store(self._engine.engine)
         store.set_fuel(limits.fuel)
-        store.set_limits(memory_size=limits.memory_bytes, instances=1, tables=1, memories=1)
+        store.set_limits(
+            memory_size=limits.memory_bytes,
+            table_elements=limits.table_elements,
+            instances=1,
+            tables=1,
+            memories=1,
+        )
         store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
         usage = _Usage(store=store, fuel=limits.fuel)
         host = self._engine.host
@@ -182,7 +191,9 @@ class Sandbox:
         exports = instance.exports(store)
         memory = exports[MEMORY_EXPORT]
         alloc = exports[ALLOC_EXPORT]
-        entry = exports[request.export]
+        entry = exports.get(request.export)
+        if entry is None:
+            raise AbiViolation(f"the module does not export {request.export}")
         assert isinstance(memory, wasmtime.Memory)
         assert isinstance(alloc, wasmtime.Func) and isinstance(entry, wasmtime.Func)
         usage.memory = state.memory = memory
@@ -231,13 +242,14 @@ class Sandbox:
                 usage,
             )
         if usage.at_memory_limit(request.limits.memory_bytes):
-            return self._contextual(
+            fault = self._contextual(
                 MemoryLimitExceeded,
                 f"trapped ({name}) with memory at its limit of {request.limits.memory_bytes} bytes",
                 request,
                 usage,
             )
-        fault = self._contextual(GuestTrap, f"trap {name}: {trap.message}", request, usage)
+        else:
+            fault = self._contextual(GuestTrap, f"trap {name}: {trap.message}", request, usage)
         fault.trap_code = name
         return fault
 
@@ -245,6 +257,7 @@ class Sandbox:
         self, exc: wasmtime.WasmtimeError, request: ActivationRequest, usage: _Usage
     ) -> GuestFault:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-        if "limit" in message or ("memory" in message and usage.memory is None):
+        if usage.memory is None and ("memory" in message or "table" in message):
+            # Instantiation refused: the module's initial memory or table exceeds the limits.
             return self._contextual(MemoryLimitExceeded, message, request, usage)
         return self._contextual(GuestTrap, message, request, usage)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -15,7 +16,7 @@ from history import RunQuery, RunStatus
 from versions import VersionRegistry
 
 from . import _mapping as m
-from ._clock import Clock, from_ms, to_ms
+from ._clock import Clock, to_ms
 from ._notify import Notifier
 from ._runs_service import DEFAULT_TENANT, RunService, StartRequest
 from ._status import ERROR_TYPE_KEY, status_of
@@ -26,7 +27,8 @@ from .api import amber_pb2_grpc as pb_grpc
 _log = logging.getLogger(__name__)
 MAX_POLL_WAIT_S = 60.0
 MAX_RESULT_WAIT_S = 300.0
-_RECHECK_S = 0.25
+_IDLE_RECHECK_S = 5.0
+"""A waiting poll re-checks this often even without a notification (NOTIFY may be lost)."""
 
 R = TypeVar("R")
 
@@ -92,19 +94,21 @@ class AmberServicer(pb_grpc.AmberServicer):
 
     @_rpc
     def DescribeRun(self, request: pb.DescribeRunRequest, context: Any) -> pb.DescribeRunResponse:
-        return m.description_to_pb(self._runs.describe(request.run_id, tenant=request.tenant))
+        tenant = request.tenant or DEFAULT_TENANT
+        return m.description_to_pb(self._runs.describe(request.run_id, tenant=tenant))
 
     @_rpc
     def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
-        events = self._runs.history(
-            request.run_id, after_seq=request.after_seq, tenant=request.tenant
-        )
-        return pb.GetHistoryResponse(events=[m.event_to_pb(e) for e in events])
+        tenant = request.tenant or DEFAULT_TENANT
+        run = self._runs.get(request.run_id, tenant=tenant)
+        events = self._runs.history(run.run_id, after_seq=request.after_seq, tenant=tenant)
+        return pb.GetHistoryResponse(events=[m.event_to_pb(e) for e in events], run_id=run.run_id)
 
     @_rpc
     def GetResult(self, request: pb.GetResultRequest, context: Any) -> pb.GetResultResponse:
         wait = _wait_s(request.wait_ms, MAX_RESULT_WAIT_S)
-        run = self._runs.wait_closed(request.run_id, timeout_s=wait, tenant=request.tenant)
+        tenant = request.tenant or DEFAULT_TENANT
+        run = self._runs.wait_closed(request.run_id, timeout_s=wait, tenant=tenant)
         return pb.GetResultResponse(run=m.run_to_pb(run), closed=run.status.closed)
 
     @_rpc
@@ -115,10 +119,10 @@ class AmberServicer(pb_grpc.AmberServicer):
             raise InvalidInput(f"unknown run status {request.status!r}") from None
         before = None
         if request.page_token:
-            ms, _, run_id = request.page_token.partition("/")
-            if not ms.isdigit() or not run_id:
-                raise InvalidInput("malformed page token")
-            before = (from_ms(int(ms)), run_id)
+            try:
+                before = str(uuid.UUID(request.page_token))
+            except ValueError:
+                raise InvalidInput("malformed page token") from None
         limit = request.limit or 50
         runs = self._runs.list(
             RunQuery(
@@ -129,9 +133,7 @@ class AmberServicer(pb_grpc.AmberServicer):
                 before=before,
             )
         )
-        token = ""
-        if len(runs) == limit:
-            token = f"{to_ms(runs[-1].created_at)}/{runs[-1].run_id}"
+        token = runs[-1].run_id if len(runs) == limit else ""
         return pb.ListRunsResponse(runs=[m.run_to_pb(r) for r in runs], next_page_token=token)
 
     # -- versions --------------------------------------------------------------------------
@@ -177,7 +179,7 @@ class AmberServicer(pb_grpc.AmberServicer):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._notifier.wait_tasks(queue, seen, min(remaining, _RECHECK_S))
+            self._notifier.wait_tasks(queue, seen, min(remaining, self._until_visible(queue)))
         return pb.PollTaskResponse()
 
     def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:
@@ -186,6 +188,14 @@ class AmberServicer(pb_grpc.AmberServicer):
         if not worker_id:
             raise InvalidInput("worker_id is required to receive a next task")
         return Claim(queue=queue or self._default_queue, worker=worker_id)
+
+    def _until_visible(self, queue: str) -> float:
+        """Seconds until the queue's next delayed task becomes visible (or a safety recheck)."""
+        visible_at = self._tasks.next_visible(queue)
+        if visible_at is None:
+            return _IDLE_RECHECK_S
+        wait = (visible_at - self._clock.now()).total_seconds()
+        return min(max(wait, 0.005), _IDLE_RECHECK_S)
 
     @_rpc
     def CompleteTask(

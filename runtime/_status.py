@@ -15,7 +15,7 @@ from versions import (
     VersionNotFound,
 )
 
-from ._tasks_service import PayloadTooLarge
+from ._errors import PayloadTooLarge
 
 ERROR_TYPE_KEY = "amber-error-type"
 

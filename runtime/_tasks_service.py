@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from abi import (
+    NAME,
     ActivityOutcome,
     ActivityStatus,
     Command,
@@ -51,6 +52,7 @@ from history import (
     extend_lease_txn,
     get_run_txn,
     lock_leased_task_txn,
+    next_visible_txn,
     notify_txn,
     read_events_txn,
     record_failure_txn,
@@ -58,13 +60,11 @@ from history import (
 )
 
 from ._clock import Clock
+from ._errors import PayloadTooLarge
 from ._faults import FailureReason
 from ._notify import Notifier
+from ._replay import MAX_NEW_COMMANDS
 from ._settings import EngineSettings
-
-
-class PayloadTooLarge(InvalidInput):
-    """A payload is over the server's limit; nothing was written."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +184,10 @@ class TaskService:
         self._poke(wakes)
         return claimed
 
+    def next_visible(self, queue: str) -> datetime | None:
+        """When the queue's next pending task becomes visible (None: nothing pending)."""
+        return self._db.run(lambda cur: next_visible_txn(cur, queue))
+
     def heartbeat(self, *, task_id: int, fencing: int) -> datetime:
         """Extend a held lease; returns the new expiry. Raises `LeaseLost`."""
         until = self._clock.now() + self._settings.lease
@@ -216,6 +220,13 @@ class TaskService:
             raise
 
     def _check_commands(self, commands: Sequence[NewCommand], result: bytes | None) -> None:
+        if len(commands) > MAX_NEW_COMMANDS:
+            raise InvalidInput(f"{len(commands)} new commands; the cap is {MAX_NEW_COMMANDS}")
+        if any(new.cmd != commands[0].cmd + i for i, new in enumerate(commands)):
+            raise InvalidInput("new command indexes must be consecutive")
+        for new in commands:
+            if isinstance(new.command, ScheduleActivity) and not NAME.fullmatch(new.command.name):
+                raise InvalidInput(f"{new.command.name[:140]!r} is not a valid activity name")
         limit = self._settings.max_payload_bytes
         for new in commands:
             if isinstance(new.command, ScheduleActivity) and len(new.command.args) > limit:

@@ -16,7 +16,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from opentelemetry.trace import Span
 
@@ -26,6 +28,7 @@ from history import LeaseLost, TaskKind, VersionConflict
 from ._activity import ActivityAttempt, run_activity
 from ._client import AmberClient
 from ._clock import Clock, SystemClock, to_ms
+from ._errors import PayloadTooLarge
 from ._faults import FailureReason, GuestFault
 from ._replay import WorkflowActivation, activate_workflow
 from ._sandbox import Sandbox, SandboxLimits
@@ -34,7 +37,6 @@ from ._tasks_service import (
     FailureReport,
     LeasedTask,
     NewCommand,
-    PayloadTooLarge,
     WorkflowCompletion,
 )
 from ._tracing import tracer
@@ -61,6 +63,8 @@ class _Heartbeat(threading.Thread):
         self._client, self._worker_id, self._clock = client, worker_id, clock
         self._cond = threading.Condition()
         self._task: LeasedTask | None = None
+        self.expires_at = datetime.max.replace(tzinfo=UTC)
+        """Lease expiry of the tracked task, as last confirmed by the server."""
         self._due = 0.0
         self._interval = 0.0
         self._stopped = False
@@ -69,13 +73,16 @@ class _Heartbeat(threading.Thread):
         remaining = (task.lease_expires_at - self._clock.now()).total_seconds()
         with self._cond:
             self._task = task
+            self.expires_at = task.lease_expires_at
             self._interval = max(remaining / 3, 0.05)
             self._due = time.monotonic() + self._interval
             self._cond.notify()
 
-    def untrack(self) -> None:
+    def untrack(self, task: LeasedTask | None = None) -> None:
+        """Stop renewing `task` (default: whatever is tracked)."""
         with self._cond:
-            self._task = None
+            if task is None or self._task is task:
+                self._task = None
 
     def stop(self) -> None:
         with self._cond:
@@ -94,10 +101,13 @@ class _Heartbeat(threading.Thread):
                 self._due = time.monotonic() + self._interval
             assert task is not None
             try:
-                self._client.heartbeat(task, worker_id=self._worker_id)
+                until = self._client.heartbeat(task, worker_id=self._worker_id)
+                with self._cond:
+                    if self._task is task:
+                        self.expires_at = until
             except LeaseLost:
                 _log.warning("task %d: lease lost while running", task.task_id)
-                self.untrack()
+                self.untrack(task)  # by now the worker may be tracking its next task
             except AmberError as exc:
                 _log.warning("heartbeat for task %d failed: %s", task.task_id, exc)
 
@@ -120,6 +130,7 @@ class Worker:
         self._heartbeat = _Heartbeat(client, self.settings.worker_id, self._clock)
         self._heartbeat.start()
         self._tracer = tracer()
+        self._started_at = self._clock.now()
         self.completed = 0
         self.failed = 0
 
@@ -168,6 +179,7 @@ class Worker:
             "amber.module_digest": task.digest,
         }
         self._heartbeat.track(task)
+        self._started_at = self._clock.now()
         try:
             with self._tracer.start_as_current_span(
                 f"amber.{task.kind.value}", attributes=attributes
@@ -198,11 +210,35 @@ class Worker:
             _log.exception("worker error on task %d", task.task_id)
             return self._report(task, FailureReport(reason="worker_error", message=repr(exc)))
 
+    def _deliver(
+        self, task: LeasedTask, send: Callable[[], LeasedTask | None]
+    ) -> LeasedTask | None:
+        """Send a task's outcome, retrying through server or database outages.
+
+        Resending is safe — the fencing token makes a duplicate a `LeaseLost` — and cheaper than
+        letting the lease lapse, which would run the task again. Gives up once the lease is
+        past saving (the sweeper will have re-queued the task by then).
+        """
+        delay = 0.05
+        while True:
+            try:
+                return send()
+            except RetryableError as exc:
+                give_up = self._heartbeat.expires_at + (task.lease_expires_at - self._started_at)
+                if self._stop.is_set() or self._clock.now() >= give_up:
+                    raise
+                _log.warning("task %d: report failed (%s); retrying", task.task_id, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
     def _report(self, task: LeasedTask, report: FailureReport) -> LeasedTask | None:
         self.failed += 1
         try:
-            return self._client.fail_task(
-                task, report, worker_id=self.settings.worker_id, next_queue=self._next_queue
+            return self._deliver(
+                task,
+                lambda: self._client.fail_task(
+                    task, report, worker_id=self.settings.worker_id, next_queue=self._next_queue
+                ),
             )
         except LeaseLost:
             _log.info("task %d: failure report refused, lease lost", task.task_id)
@@ -220,6 +256,7 @@ class Worker:
                 limits=self.settings.workflow_limits,
             ),
         )
+        span.set_attribute("amber.step", step.first_new_cmd)
         span.set_attribute("amber.fuel_used", step.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
         done = WorkflowCompletion(
@@ -232,8 +269,11 @@ class Worker:
             result=step.result,
             error=step.error,
         )
-        next_task = self._client.complete_workflow(
-            task, done, worker_id=self.settings.worker_id, next_queue=self._next_queue
+        next_task = self._deliver(
+            task,
+            lambda: self._client.complete_workflow(
+                task, done, worker_id=self.settings.worker_id, next_queue=self._next_queue
+            ),
         )
         self.completed += 1
         return next_task
@@ -258,8 +298,11 @@ class Worker:
         )
         span.set_attribute("amber.fuel_used", report.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", report.stats.memory_bytes)
-        next_task = self._client.complete_activity(
-            task, report.outcome, worker_id=self.settings.worker_id, next_queue=self._next_queue
+        next_task = self._deliver(
+            task,
+            lambda: self._client.complete_activity(
+                task, report.outcome, worker_id=self.settings.worker_id, next_queue=self._next_queue
+            ),
         )
         self.completed += 1
         return next_task

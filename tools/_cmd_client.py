@@ -88,7 +88,7 @@ def run_start(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
-    desc = client.describe(args.run_id)
+    desc = client.describe(args.run_id, tenant=args.tenant)
     if args.json:
         out.emit_json(out.description_json(desc))
         return 0
@@ -123,7 +123,7 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def run_history(client: AmberClient, args: argparse.Namespace) -> int:
-    events = client.history(args.run_id)
+    events = client.history(args.run_id, tenant=args.tenant)
     if args.json:
         out.emit_json([out.event_json(e) for e in events])
     else:
@@ -132,7 +132,7 @@ def run_history(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def run_result(client: AmberClient, args: argparse.Namespace) -> int:
-    run = client.result(args.run_id, wait_s=args.wait)
+    run = client.result(args.run_id, wait_s=args.wait, tenant=args.tenant)
     if args.json:
         out.emit_json(out.run_json(run))
     elif run.status.value == "completed":

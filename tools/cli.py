@@ -41,23 +41,30 @@ def _parser() -> argparse.ArgumentParser:
         help="server address (default $AMBER_SERVER or 127.0.0.1:7233)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    # Also accepted after the subcommand (`amber run list --json`), as users type it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("dev", help="embedded PostgreSQL + server + worker + a demo run")
+    p = sub.add_parser(
+        "dev", parents=[common], help="embedded PostgreSQL + server + worker + a demo run"
+    )
     p.add_argument("--home", default=os.environ.get("AMBER_HOME", ".amber"))
     p.add_argument("--listen", default="127.0.0.1:7233")
     p.add_argument("--once", action="store_true", help="exit after the demo run")
     p.add_argument("--no-demo", action="store_true")
     p.set_defaults(local=_cmd_dev.dev)
 
-    p = sub.add_parser("server", help="run the gRPC server (AMBER_DATABASE_URL or embedded)")
+    p = sub.add_parser(
+        "server", parents=[common], help="run the gRPC server (AMBER_DATABASE_URL or embedded)"
+    )
     p.add_argument("--listen", default="127.0.0.1:7233")
     p.add_argument("--port-file", help="write the bound port here (with --listen host:0)")
     p.add_argument("--lease-seconds", type=float, default=30.0)
     p.add_argument("--db-pool", type=int, default=16)
     p.set_defaults(local=_cmd_processes.serve)
 
-    p = sub.add_parser("worker", help="run a worker polling the server")
+    p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")
     p.add_argument("--pool", choices=["main", "surgical"], default="main")
     p.add_argument("--queue", default="main")
     p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
@@ -69,33 +76,35 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--connect-timeout", type=float, default=30.0)
     p.set_defaults(local=_cmd_processes.work)
 
-    p = sub.add_parser("build", help="compile a C guest to an Amber module")
+    p = sub.add_parser("build", parents=[common], help="compile a C guest to an Amber module")
     p.add_argument("source")
     p.add_argument("-o", "--output")
     p.add_argument("-D", "--define", action="append", default=[], metavar="NAME[=VALUE]")
     p.set_defaults(local=_build)
 
-    p = sub.add_parser("bench", help="N workflows x K activities; prints figures, writes JSON")
+    p = sub.add_parser(
+        "bench", parents=[common], help="N workflows x K activities; prints figures, writes JSON"
+    )
     _bench.add_arguments(p)
     p.set_defaults(local=_bench.main)
 
-    versions = sub.add_parser("versions", help="module versions").add_subparsers(
+    versions = sub.add_parser("versions", parents=[common], help="module versions").add_subparsers(
         dest="versions_command", required=True
     )
-    p = versions.add_parser("upload", help="validate and store a module")
+    p = versions.add_parser("upload", parents=[common], help="validate and store a module")
     p.add_argument("file")
     p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
     p.set_defaults(remote=_cmd_client.versions_upload)
-    p = versions.add_parser("list")
+    p = versions.add_parser("list", parents=[common])
     p.set_defaults(remote=_cmd_client.versions_list)
-    p = versions.add_parser("show")
+    p = versions.add_parser("show", parents=[common])
     p.add_argument("ref", help="digest or prefix")
     p.set_defaults(remote=_cmd_client.versions_show)
 
-    run = sub.add_parser("run", help="workflow runs").add_subparsers(
+    run = sub.add_parser("run", parents=[common], help="workflow runs").add_subparsers(
         dest="run_command", required=True
     )
-    p = run.add_parser("start")
+    p = run.add_parser("start", parents=[common])
     p.add_argument("workflow_type")
     p.add_argument("--input", help="JSON, or @file.json")
     p.add_argument("--id", help="workflow id (idempotency key)")
@@ -104,14 +113,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the result")
     p.set_defaults(remote=_cmd_client.run_start)
     for name, fn in (("describe", _cmd_client.run_describe), ("history", _cmd_client.run_history)):
-        p = run.add_parser(name)
-        p.add_argument("run_id")
+        p = run.add_parser(name, parents=[common])
+        p.add_argument("run_id", help="run id or workflow id")
+        p.add_argument("--tenant", default="")
         p.set_defaults(remote=fn)
-    p = run.add_parser("result")
-    p.add_argument("run_id")
+    p = run.add_parser("result", parents=[common])
+    p.add_argument("run_id", help="run id or workflow id")
+    p.add_argument("--tenant", default="")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the run to close")
     p.set_defaults(remote=_cmd_client.run_result)
-    p = run.add_parser("list")
+    p = run.add_parser("list", parents=[common])
     p.add_argument("--status", choices=["running", "completed", "failed"])
     p.add_argument("--type")
     p.add_argument("--tenant")

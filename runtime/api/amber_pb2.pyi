@@ -175,10 +175,12 @@ class GetHistoryRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., after_seq: _Optional[int] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class GetHistoryResponse(_message.Message):
-    __slots__ = ("events",)
+    __slots__ = ("events", "run_id")
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     events: _containers.RepeatedCompositeFieldContainer[Event]
-    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ...) -> None: ...
+    run_id: str
+    def __init__(self, events: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class GetResultRequest(_message.Message):
     __slots__ = ("run_id", "wait_ms", "tenant")

@@ -16,7 +16,7 @@ from psycopg import sql
 import history
 import versions
 from history import Database, Migration, apply_migrations, load_migrations
-from tests.conftest import wait_for
+from tests.conftest import ROOT, wait_for
 
 # Each creates a table without IF NOT EXISTS: applying one twice is an error, not a no-op.
 SYNTHETIC = [
@@ -70,10 +70,14 @@ def test_the_session_schema_is_fully_applied(db: Database) -> None:
     assert len(recorded) == len(set(recorded))
 
 
+def _history_files() -> list[str]:
+    return sorted(p.name for p in (ROOT / "history" / "migrations").glob("*.sql"))
+
+
 def test_migrations_apply_once_then_never_again(fresh_url: str) -> None:
     db = Database(fresh_url)  # apply_migrations uses its own connections; no pool needed
 
-    assert history.migrate(db) == [1]
+    assert history.migrate(db) == list(range(1, len(_history_files()) + 1))
     assert versions.migrate(db) == [1]
     assert apply_migrations(db, "synthetic", SYNTHETIC) == [1, 2, 3]
 
@@ -175,7 +179,7 @@ def test_concurrent_starters_apply_each_migration_exactly_once(fresh_url: str) -
     assert errors == []
     counts = Counter(entry for per_starter in applied for entry in per_starter)
     assert counts == {
-        ("history", 1): 1,
+        **{("history", v): 1 for v in range(1, len(_history_files()) + 1)},
         ("versions", 1): 1,
         ("synthetic", 1): 1,
         ("synthetic", 2): 1,
@@ -229,4 +233,4 @@ def test_concurrent_starters_survive_the_bookkeeping_table_race(fresh_url: str) 
             holder.rollback()
             thread.join(timeout=20)
 
-    assert outcome == [[1]]
+    assert outcome == [list(range(1, len(_history_files()) + 1))]

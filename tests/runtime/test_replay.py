@@ -195,13 +195,17 @@ def test_a_workflow_that_stops_short_of_its_history_is_non_deterministic(
     assert "stopped before reaching it" in caught.value.issued
 
 
-def test_a_random_value_of_another_length_is_non_deterministic() -> None:
-    from abi import RecordRandom
+def test_replayed_now_and_random_values_must_be_the_recorded_ones() -> None:
+    from abi import RecordNow, RecordRandom
     from runtime._replay import RecordedCommand, _matches
 
-    recorded = RecordedCommand(cmd=0, seq=2, kind="random", args=b"\x00" * 16)
-    assert _matches(recorded, RecordRandom(value=b"\x01" * 16))
-    assert not _matches(recorded, RecordRandom(value=b"\x01" * 8))
+    recorded = RecordedCommand(cmd=0, seq=2, kind="random", value=b"\x00" * 16)
+    assert _matches(recorded, RecordRandom(value=b"\x00" * 16))
+    assert not _matches(recorded, RecordRandom(value=b"\x01" * 16))  # drawn afresh on replay
+    assert not _matches(recorded, RecordRandom(value=b"\x00" * 8))
+    clock = RecordedCommand(cmd=1, seq=3, kind="now", value=1_700_000_000_000)
+    assert _matches(clock, RecordNow(value=1_700_000_000_000))
+    assert not _matches(clock, RecordNow(value=1_700_000_000_001))
 
 
 def test_golden_payloads_decode() -> None:
