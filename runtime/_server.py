@@ -14,6 +14,7 @@ import grpc
 
 import history
 import versions
+from abi import RetryableError
 from history import Database
 
 from ._clock import Clock, SystemClock
@@ -53,6 +54,8 @@ class _Sweeper(threading.Thread):
                 reclaimed = self._tasks.sweep_expired_leases()
                 if reclaimed:
                     _log.info("reclaimed %d expired lease(s)", reclaimed)
+            except RetryableError as exc:
+                _log.warning("lease sweep skipped: %s", exc)
             except Exception:
                 _log.exception("lease sweep failed; will retry")
 

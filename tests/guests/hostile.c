@@ -9,6 +9,7 @@
  *                              `unreachable` at once, so the last grow shows the limit was hit.
  *   nap (activity)             calls the `sleep` host import for 600 000 ms (10 minutes), past
  *                              any sane activation deadline; completes with {"slept": true}.
+ *   nap_briefly (activity)     sleeps 3 s, then completes with {"slept": true}.
  *   garbage (workflow, activity) returns (ptr, len) of bytes that are not valid msgpack.
  *   badptr (activity)          returns ptr 0xFFFF0000, len 0x10000: past the end of memory.
  *   boom (workflow, activity)  traps with `unreachable` straight away.
@@ -20,13 +21,19 @@
  *                              well-formed suspended envelope.
  *   good (workflow)            calls crash_on once with the workflow's input and completes with
  *                              its result (fails with the activity's error if it failed).
+ *   call (workflow)            input {"activity": str, "args": any}: calls that activity by name
+ *                              (which need not exist) and completes with its result.
+ *   fanout (workflow)          input {"n": int}: schedules n crash_on activities, then awaits the
+ *                              first (the host caps new commands per activation).
+ *   idle (workflow)            suspends through await_results having issued nothing, so it
+ *                              awaits nothing (the host refuses this as an ABI violation).
  */
 #include "amber.h"
 
 AMBER_MANIFEST({
     "abi": 1,
-    "workflows": ["spin", "hog", "garbage", "boom", "sleepy_wf", "good"],
-    "activities": ["spin", "hog", "nap", "garbage", "badptr", "boom", "crash_on", "awaits"]
+    "workflows": ["spin", "hog", "garbage", "boom", "sleepy_wf", "good", "call", "fanout", "idle"],
+    "activities": ["spin", "hog", "nap", "nap_briefly", "garbage", "badptr", "boom", "crash_on", "awaits"]
 })
 
 #define EXPORT(name) __attribute__((export_name(name))) int64_t
@@ -87,6 +94,42 @@ AMBER_WORKFLOW(good) {
     return amber_wf_complete(wf, r.value);
 }
 
+AMBER_WORKFLOW(call) {
+    amber_bytes name;
+    if (!amber_map_get_str(input, "activity", &name))
+        return amber_wf_fail(wf, "BadInput", "expected {\"activity\": str, \"args\": any}");
+    amber_reader r = amber_reader_new(input), v;
+    static const uint8_t nil[] = {0xc0};
+    amber_bytes args = amber_bytes_of(nil, sizeof nil);
+    if (amber_map_find(&r, "args", &v)) amber_read_raw(&v, &args);
+    amber_result res = amber_call_activity(wf, amber_cstr(name), args);
+    if (!res.ok) return amber_wf_fail(wf, res.error_type, res.error_message);
+    return amber_wf_complete(wf, res.value);
+}
+
+AMBER_WORKFLOW(fanout) {
+    int64_t n = 0;
+    amber_map_get_int(input, "n", &n);
+    static const uint8_t args[] = {0x80}; /* {} */
+    uint32_t first = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t h = amber_schedule_activity(wf, "crash_on", amber_bytes_of(args, sizeof args));
+        if (i == 0) first = h;
+    }
+    amber_result res = amber_await(wf, first);
+    return amber_wf_complete(wf, res.value);
+}
+
+EXPORT("amber_workflow.idle") wf_idle(int32_t ptr, int32_t len) {
+    (void)ptr, (void)len;
+    /* {"status": "suspended", "commands": []} */
+    static const uint8_t env[] = {0x82, 0xa6, 's', 't', 'a', 't', 'u', 's', 0xa9, 's', 'u',
+                                  's', 'p', 'e', 'n', 'd', 'e', 'd', 0xa8, 'c', 'o', 'm',
+                                  'm', 'a', 'n', 'd', 's', 0x90};
+    amber__host_await_results(AMBER__PTR(env), (int32_t)sizeof env);
+    __builtin_trap();
+}
+
 /* ---- activities ------------------------------------------------------------------------- */
 
 EXPORT("amber_activity.spin") act_spin(int32_t ptr, int32_t len) {
@@ -99,6 +142,13 @@ EXPORT("amber_activity.hog") act_hog(int32_t ptr, int32_t len) {
     (void)ptr, (void)len;
     hog_forever();
     return 0;
+}
+
+AMBER_ACTIVITY(nap_briefly) {
+    (void)args;
+    amber_act_sleep(act, 3000);
+    static const uint8_t slept[] = {0x81, 0xa5, 's', 'l', 'e', 'p', 't', 0xc3};
+    return amber_act_complete(act, amber_bytes_of(slept, sizeof slept));
 }
 
 AMBER_ACTIVITY(nap) {

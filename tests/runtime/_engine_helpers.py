@@ -12,11 +12,13 @@ def make_worker(client: AmberClient, sandbox: Sandbox, worker_id: str = "test-wo
     return Worker(client, sandbox, WorkerSettings(worker_id=worker_id, poll_wait_s=0.2))
 
 
-def drive(worker: Worker, client: AmberClient, run_id: str, timeout_s: float = 30.0) -> Run:
+def drive(
+    worker: Worker, client: AmberClient, run_id: str, timeout_s: float = 30.0, tenant: str = ""
+) -> Run:
     """Run tasks on `worker` until the run closes."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        run = client.result(run_id)
+        run = client.result(run_id, tenant=tenant)
         if run.status.closed:
             return run
         worker.run_once(wait_s=0.2)

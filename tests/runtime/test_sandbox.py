@@ -21,7 +21,9 @@ from runtime import (
     MemoryLimitExceeded,
     OutOfFuel,
     Sandbox,
+    SandboxEngine,
     SandboxLimits,
+    SystemClock,
     WorkflowActivation,
     WorkflowStep,
     activate_workflow,
@@ -202,3 +204,57 @@ def test_an_unknown_module_version_is_a_typed_failure(sandbox: Sandbox) -> None:
     with pytest.raises(ModuleUnavailable) as caught:
         _activity(sandbox, "0" * 64, "spin")
     assert caught.value.reason is FailureReason.MODULE_UNAVAILABLE
+
+
+def test_growing_a_table_is_held_to_the_table_limit(sandbox_engine: SandboxEngine) -> None:
+    """`table.grow` allocates host memory the memory limit does not count (8 B per element)."""
+    import resource
+
+    import wasmtime
+
+    from abi import MANIFEST_SECTION, custom_section
+
+    wat = """
+    (module
+      (memory (export "memory") 1)
+      (table $t 1 funcref)
+      (func (export "amber_alloc") (param i32) (result i32) (i32.const 1024))
+      (func (export "amber_activity.grow") (param i32 i32) (result i64)
+        (drop (table.grow $t (ref.null func) (i32.const 400000000)))
+        (unreachable)))
+    """
+    wasm = wasmtime.wat2wasm(wat) + custom_section(
+        MANIFEST_SECTION, b'{"abi":1,"workflows":[],"activities":["grow"]}'
+    )
+    digest = hashlib.sha256(wasm).hexdigest()
+    local = Sandbox(sandbox_engine, SystemClock(), lambda d: wasm)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(GuestTrap):
+        _activity(local, digest, "grow")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 * 1024  # 400M elements would be ~3 GB
+
+
+def test_a_workflow_may_not_schedule_what_its_module_does_not_export(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    digest = _digest(modules, "hostile")
+    with pytest.raises(AbiViolation, match="'nope', which the module does not export"):
+        _workflow(sandbox, digest, "call", input={"activity": "nope", "args": None})
+
+
+def test_a_workflow_may_issue_at_most_a_thousand_new_commands(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    digest = _digest(modules, "hostile")
+    step = _workflow(sandbox, digest, "fanout", input={"n": 1000})
+    assert len(step.new_commands) == 1000
+    with pytest.raises(AbiViolation, match="issued 1001 new commands"):
+        _workflow(sandbox, digest, "fanout", input={"n": 1001})
+
+
+def test_suspending_with_nothing_outstanding_is_refused(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    with pytest.raises(AbiViolation, match="suspended although every command"):
+        _workflow(sandbox, _digest(modules, "hostile"), "idle")
