@@ -167,7 +167,7 @@ def _unpack(raw: bytes) -> dict[str, Any]:
     try:
         doc = msgpack.unpackb(raw, raw=False, strict_map_key=True)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
-        raise MalformedEnvelope(f"envelope is not valid msgpack: {exc}") from exc
+        raise MalformedEnvelope(f"envelope is not valid msgpack: {exc or repr(exc)}") from exc
     except Exception as exc:  # msgpack raises a few odd types on hostile input
         raise MalformedEnvelope(f"envelope is not valid msgpack: {exc!r}") from exc
     if not isinstance(doc, dict):

@@ -17,9 +17,8 @@ class VersionConflict(Conflict):
     """
 
     def __init__(self, run_id: str, expected: int, actual: int | None) -> None:
-        super().__init__(
-            f"run {run_id}: expected history to end at seq {expected}, but it ends at {actual}"
-        )
+        where = f"it ends at {actual}" if actual is not None else "its commands moved on"
+        super().__init__(f"run {run_id}: expected history to end at seq {expected}, but {where}")
         self.run_id = run_id
         self.expected = expected
         self.actual = actual

@@ -30,6 +30,8 @@ class ActivityAttempt:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActivityReport:
+    """An activity attempt's outcome and what it cost."""
+
     outcome: ActivityOutcome
     stats: ActivationStats
 

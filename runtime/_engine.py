@@ -81,6 +81,8 @@ class SandboxEngine:
         self._loaded: OrderedDict[str, LoadedModule] = OrderedDict()
         self._max_modules = max_modules
         self._lock = threading.Lock()
+        self.activation_lock = threading.Lock()
+        """Held while a guest runs: host imports route through one shared `HostImports`."""
         self._ticker = _EpochTicker(self.engine)
         self._ticker.start()
 

@@ -105,14 +105,25 @@ class NonDeterminism(GuestFault):
 
     reason = FailureReason.NON_DETERMINISM
 
-    def __init__(self, *, run_id: str, digest: str, position: int, recorded: str, issued: str):
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        digest: str,
+        position: int,
+        recorded: str,
+        issued: str,
+        seq: int | None = None,
+    ) -> None:
+        at = f"at command {position}" + (f" (history seq {seq})" if seq is not None else "")
         super().__init__(
-            f"at command {position} history recorded {recorded} but the workflow issued {issued}",
+            f"{at} history recorded {recorded} but the workflow issued {issued}",
             run_id=run_id,
             step=position,
             digest=digest,
         )
         self.position = position
+        self.seq = seq
         self.recorded = recorded
         self.issued = issued
 

@@ -149,6 +149,8 @@ class WorkflowActivation:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ActivationStats:
+    """What one activation cost (fuel is deterministic for a given module and input)."""
+
     fuel_used: int
     memory_bytes: int
     host_calls: int
@@ -255,6 +257,7 @@ def check_determinism(
                 run_id=activation.run_id,
                 digest=activation.digest,
                 position=position,
+                seq=recorded[position].seq,
                 recorded=_describe_recorded(recorded[position]),
                 issued=_describe_issued(command),
             )
@@ -264,6 +267,7 @@ def check_determinism(
             run_id=activation.run_id,
             digest=activation.digest,
             position=position,
+            seq=recorded[position].seq,
             recorded=_describe_recorded(recorded[position]),
             issued=_describe_issued(None),
         )

@@ -69,12 +69,16 @@ class StartRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartResult:
+    """The run a start created, or the one its workflow id already named."""
+
     run: Run
     already_started: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunDescription:
+    """What an operator needs to see why a run is where it is."""
+
     run: Run
     tasks: tuple[Task, ...]
     recent_failures: tuple[FailureRecord, ...]

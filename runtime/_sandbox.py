@@ -8,7 +8,6 @@ from the cached `InstancePre` of its module digest. Its input envelope is writte
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,7 +113,6 @@ class Sandbox:
         self._engine = engine
         self._clock = clock
         self._module_source = module_source
-        self._lock = threading.Lock()
 
     def activities(self, digest: str) -> frozenset[str]:
         """The activity names a module version exports (loading it if needed)."""
@@ -122,7 +120,7 @@ class Sandbox:
 
     def run(self, request: ActivationRequest) -> RawOutput:
         """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
-        with self._lock:
+        with self._engine.activation_lock:
             return self._run(request)
 
     def _load(self, digest: str) -> LoadedModule:

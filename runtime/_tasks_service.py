@@ -79,6 +79,8 @@ class ClaimedTask:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewCommand:
+    """A command a workflow issued beyond what history records, with its index."""
+
     cmd: int
     command: Command
 
@@ -116,6 +118,20 @@ class Claim:
 
 Wake = tuple[str, str]
 """(channel, key) to poke once the transaction has committed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailedAttempt:
+    """One failed attempt of a leased task, with how to treat it."""
+
+    task: Task
+    run: Run
+    failure: FailureReport
+    error: ErrorInfo | None = None
+    """The activity's own error, when it returned one (it may forbid retries)."""
+    worker: str | None = None
+    immediate: bool = False
+    """Requeue a workflow task without backoff (its worker was lost, the code did not fail)."""
 
 
 def idempotency_key(run_id: str, cmd: int) -> str:
@@ -358,7 +374,9 @@ class TaskService:
                 reason=FailureReason.APPLICATION_ERROR,
                 message=f"{outcome.error.type}: {outcome.error.message}",
             )
-            return self._fail_txn(cur, task, run, failure, now, error=outcome.error)
+            return self._fail_txn(
+                cur, FailedAttempt(task=task, run=run, failure=failure, error=outcome.error), now
+            )
 
         return self._record(txn, claim_next)
 
@@ -383,7 +401,9 @@ class TaskService:
             if run is None or run.status.closed:
                 delete_task_txn(cur, task_id)
                 return []
-            return self._fail_txn(cur, task, run, failure, now, worker=worker)
+            return self._fail_txn(
+                cur, FailedAttempt(task=task, run=run, failure=failure, worker=worker), now
+            )
 
         return self._record(txn, claim_next)
 
@@ -403,9 +423,10 @@ class TaskService:
                     reason=FailureReason.WORKER_LOST,
                     message=f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
                 )
-                wakes += self._fail_txn(
-                    cur, task, run, failure, now, worker=task.lease_owner, immediate=True
+                attempt = FailedAttempt(
+                    task=task, run=run, failure=failure, worker=task.lease_owner, immediate=True
                 )
+                wakes += self._fail_txn(cur, attempt, now)
             return len(tasks), wakes
 
         count, wakes = self._db.run(txn)
@@ -414,18 +435,9 @@ class TaskService:
 
     # -- shared transaction steps --------------------------------------------------------------
 
-    def _fail_txn(
-        self,
-        cur: Cursor,
-        task: Task,
-        run: Run,
-        failure: FailureReport,
-        now: datetime,
-        *,
-        error: ErrorInfo | None = None,
-        worker: str | None = None,
-        immediate: bool = False,
-    ) -> list[Wake]:
+    def _fail_txn(self, cur: Cursor, attempt: FailedAttempt, now: datetime) -> list[Wake]:
+        """Count a failed attempt, then retry the task or resolve it with its final error."""
+        task, run, failure, error = attempt.task, attempt.run, attempt.failure, attempt.error
         record_failure_txn(
             cur,
             FailureRecord(
@@ -440,13 +452,13 @@ class TaskService:
                 message=failure.message,
                 fuel_used=failure.fuel_used,
                 memory_bytes=failure.memory_bytes,
-                worker=worker,
+                worker=attempt.worker,
                 created_at=now,
             ),
         )
         if task.kind is TaskKind.WORKFLOW:
             delay = self._settings.workflow_retry.delay(task.consecutive_failures + 1)
-            visible = now if immediate else now + self._jitter(delay)
+            visible = now if attempt.immediate else now + self._jitter(delay)
             requeue_task_txn(cur, task, Requeue(visible_at=visible, failure=failure.reason))
             return [(TASKS_CHANNEL, run.queue)]
         retryable = error is None or not error.non_retryable

@@ -8,6 +8,7 @@ With neither, spans are created (so attributes and ids exist) but not exported.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -63,7 +64,10 @@ def configure_tracing(service_name: str) -> None:
                 OTLPSpanExporter,
             )
         except ImportError:
-            pass
+            logging.getLogger(__name__).warning(
+                "OTEL_EXPORTER_OTLP_ENDPOINT is set but opentelemetry-exporter-otlp is not"
+                " installed; spans are not exported over OTLP"
+            )
         else:
             provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
     trace.set_tracer_provider(provider)
