@@ -13,7 +13,7 @@ from typing import Any
 
 import msgpack
 
-from ._errors import InvalidInput
+from ._commands import Command, MalformedEnvelope, parse_command
 from ._manifest import ABI_VERSION
 
 MAX_ENVELOPE_BYTES = 4 * 1024 * 1024
@@ -23,10 +23,6 @@ STATUS_OK = 0
 STATUS_ERROR = 1
 
 
-class MalformedEnvelope(InvalidInput):
-    """A guest produced bytes that are not a valid ABI v1 envelope."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ErrorInfo:
     """An application error: a type name the code can branch on and a human message."""
@@ -34,39 +30,6 @@ class ErrorInfo:
     type: str
     message: str
     non_retryable: bool = False
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScheduleActivity:
-    """The workflow asks for an activity to run."""
-
-    name: str
-    args: bytes
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordNow:
-    """The workflow read the clock; the value is recorded so replay sees the same time."""
-
-    value: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordRandom:
-    """The workflow drew random bytes; recorded so replay sees the same bytes."""
-
-    value: bytes
-
-
-Command = ScheduleActivity | RecordNow | RecordRandom
-
-
-def command_kind(command: Command) -> str:
-    """The ABI name of a command's kind (`activity`, `now`, `random`)."""
-    return _KIND_OF[type(command)]
-
-
-_KIND_OF: dict[type, str] = {ScheduleActivity: "activity", RecordNow: "now", RecordRandom: "random"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +51,8 @@ class WorkflowStatus(enum.StrEnum):
     SUSPENDED = "suspended"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    CONTINUE_AS_NEW = "continue_as_new"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +63,7 @@ class WorkflowOutcome:
     commands: tuple[Command, ...]
     """Every command issued in the activation, from index 0."""
     result: bytes | None = None
+    """The result when completed; the new run's input when continuing as new."""
     error: ErrorInfo | None = None
 
 
@@ -115,20 +81,36 @@ class ActivityOutcome:
     error: ErrorInfo | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelRequest:
+    """Cancellation of the run was requested at history position `seq`."""
+
+    seq: int
+    reason: str
+
+
 def encode_workflow_input(
-    *, run_id: str, workflow: str, input: bytes, results: Sequence[RecordedResult]
+    *,
+    run_id: str,
+    workflow: str,
+    input: bytes,
+    results: Sequence[RecordedResult],
+    cancel: CancelRequest | None = None,
+    query: str | None = None,
 ) -> bytes:
     """The input envelope of a workflow activation."""
-    packed: bytes = msgpack.packb(
-        {
-            "abi": ABI_VERSION,
-            "run_id": run_id,
-            "workflow": workflow,
-            "input": input,
-            "results": [r.encode() for r in results],
-        },
-        use_bin_type=True,
-    )
+    doc: dict[str, Any] = {
+        "abi": ABI_VERSION,
+        "run_id": run_id,
+        "workflow": workflow,
+        "input": input,
+        "results": [r.encode() for r in results],
+    }
+    if cancel is not None:
+        doc["cancel"] = [cancel.seq, cancel.reason]
+    if query is not None:
+        doc["query"] = query
+    packed: bytes = msgpack.packb(doc, use_bin_type=True)
     return packed
 
 
@@ -142,22 +124,24 @@ class ActivityInput:
     attempt: int
     idempotency_key: str
     deadline_ms: int
+    heartbeat_details: bytes | None = None
+    """What an earlier attempt last reported through `heartbeat`."""
 
 
 def encode_activity_input(request: ActivityInput) -> bytes:
     """The input envelope of an activity attempt."""
-    packed: bytes = msgpack.packb(
-        {
-            "abi": ABI_VERSION,
-            "run_id": request.run_id,
-            "activity": request.activity,
-            "args": request.args,
-            "attempt": request.attempt,
-            "idempotency_key": request.idempotency_key,
-            "deadline_ms": request.deadline_ms,
-        },
-        use_bin_type=True,
-    )
+    doc: dict[str, Any] = {
+        "abi": ABI_VERSION,
+        "run_id": request.run_id,
+        "activity": request.activity,
+        "args": request.args,
+        "attempt": request.attempt,
+        "idempotency_key": request.idempotency_key,
+        "deadline_ms": request.deadline_ms,
+    }
+    if request.heartbeat_details is not None:
+        doc["heartbeat_details"] = request.heartbeat_details
+    packed: bytes = msgpack.packb(doc, use_bin_type=True)
     return packed
 
 
@@ -196,25 +180,6 @@ def _error(value: Any, *, with_retry_flag: bool) -> ErrorInfo:
     return ErrorInfo(type=kind[:256], message=message[:4096], non_retryable=non_retryable)
 
 
-def _command(index: int, value: Any) -> Command:
-    if not isinstance(value, list) or not value or not isinstance(value[0], str):
-        raise MalformedEnvelope(f"command {index} must be [kind, ...]")
-    kind = value[0]
-    if kind == "activity":
-        if len(value) < 3 or not isinstance(value[1], str) or not isinstance(value[2], bytes):
-            raise MalformedEnvelope(f"command {index}: expected ['activity', name, args]")
-        return ScheduleActivity(name=value[1], args=value[2])
-    if kind == "now":
-        if len(value) != 2 or not isinstance(value[1], int) or isinstance(value[1], bool):
-            raise MalformedEnvelope(f"command {index}: expected ['now', int]")
-        return RecordNow(value=value[1])
-    if kind == "random":
-        if len(value) != 2 or not isinstance(value[1], bytes):
-            raise MalformedEnvelope(f"command {index}: expected ['random', bin]")
-        return RecordRandom(value=value[1])
-    raise MalformedEnvelope(f"command {index} has unknown kind {kind!r}")
-
-
 def decode_workflow_output(raw: bytes) -> WorkflowOutcome:
     """Decode and validate a workflow output envelope from a guest."""
     doc = _unpack(raw)
@@ -225,10 +190,13 @@ def decode_workflow_output(raw: bytes) -> WorkflowOutcome:
     commands_doc = doc.get("commands", [])
     if not isinstance(commands_doc, list):
         raise MalformedEnvelope("envelope field 'commands' must be a list")
-    commands = tuple(_command(i, c) for i, c in enumerate(commands_doc))
-    if status is WorkflowStatus.COMPLETED:
+    commands = tuple(parse_command(i, c) for i, c in enumerate(commands_doc))
+    if status in (WorkflowStatus.COMPLETED, WorkflowStatus.CONTINUE_AS_NEW):
         return WorkflowOutcome(status=status, commands=commands, result=_bin(doc, "result"))
     if status is WorkflowStatus.FAILED:
+        error = _error(doc.get("error"), with_retry_flag=False)
+        return WorkflowOutcome(status=status, commands=commands, error=error)
+    if status is WorkflowStatus.CANCELLED and doc.get("error") is not None:
         error = _error(doc.get("error"), with_retry_flag=False)
         return WorkflowOutcome(status=status, commands=commands, error=error)
     return WorkflowOutcome(status=status, commands=commands)

@@ -18,5 +18,10 @@ HOST_IMPORTS: dict[str, Signature] = {
     "random": (("i32", "i32"), ()),
     "log": (("i32", "i32", "i32"), ()),
     "sleep": (("i64",), ()),
+    "publish": (("i32", "i32", "i32", "i32"), ()),
+    "heartbeat": (("i32", "i32"), ("i32",)),
+    "cancel_requested": ((), ("i32",)),
+    "http_request": (("i32", "i32"), ("i32",)),
+    "take": (("i32", "i32"), ()),
 }
 """Everything a guest may import from module `amber`."""

@@ -31,9 +31,53 @@ class EventType(enum.StrEnum):
     """The workflow returned a result [result]."""
     RUN_FAILED = "RunFailed"
     """The workflow returned an application error [error_type, message]."""
+    TIMER_STARTED = "TimerStarted"
+    """The workflow started a durable timer [cmd, duration_ms, fire_at_ms]."""
+    TIMER_FIRED = "TimerFired"
+    """Timer `cmd` fired [cmd]."""
+    TIMER_CANCELLED = "TimerCancelled"
+    """Command `cmd` cancelled the timer issued as command `timer` [cmd, timer]."""
+    SIGNAL_AWAITED = "SignalAwaited"
+    """The workflow waits for the next signal `name` as command `cmd` [cmd, name]."""
+    SIGNAL_RECEIVED = "SignalReceived"
+    """A signal arrived [name, payload, request_id]; it resolves the oldest unmatched wait."""
+    CANCEL_REQUESTED = "CancelRequested"
+    """Cancellation was requested [reason, by]."""
+    ACTIVITY_CANCELLED = "ActivityCancelled"
+    """Activity `cmd` was dropped before it started, because the run was cancelled [cmd]."""
+    ACTIVITY_TIMED_OUT = "ActivityTimedOut"
+    """Activity `cmd` timed out for good [cmd, timeout, attempt]."""
+    CHILD_STARTED = "ChildStarted"
+    """Command `cmd` started a child run [cmd, run_id, workflow_type, workflow_id, policy]."""
+    CHILD_COMPLETED = "ChildCompleted"
+    """The child of command `cmd` completed [cmd, result]."""
+    CHILD_FAILED = "ChildFailed"
+    """The child of command `cmd` ended without a result [cmd, error_type, message]."""
+    RUN_CANCELLED = "RunCancelled"
+    """The workflow closed as cancelled [error_type, message]."""
+    RUN_TERMINATED = "RunTerminated"
+    """An operator (or a parent's close policy) terminated the run [reason, by]."""
+    RUN_TIMED_OUT = "RunTimedOut"
+    """The workflow execution timeout passed [timeout_ms]."""
+    RUN_CONTINUED_AS_NEW = "RunContinuedAsNew"
+    """The workflow continued as a new run [next_run_id, input]."""
+    RUN_RESET = "RunReset"
+    """An operator reset the run: a new run replays history up to `to_seq`
+    [new_run_id, to_seq, reason, by]."""
+    HISTORY_WARNING = "HistoryWarning"
+    """The history passed the warning threshold of its limits [events, bytes]."""
 
 
-CLOSING_EVENTS = frozenset({EventType.RUN_COMPLETED, EventType.RUN_FAILED})
+CLOSING_EVENTS = frozenset(
+    {
+        EventType.RUN_COMPLETED,
+        EventType.RUN_FAILED,
+        EventType.RUN_CANCELLED,
+        EventType.RUN_TERMINATED,
+        EventType.RUN_TIMED_OUT,
+        EventType.RUN_CONTINUED_AS_NEW,
+    }
+)
 
 
 def encode_payload(payload: dict[str, Any]) -> bytes:

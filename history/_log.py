@@ -36,17 +36,19 @@ def append_events_txn(
             raise VersionConflict(run_id, expected_last_seq, int(row[0]))
         return expected_last_seq
     count = len(events)
+    payloads = [encode_payload(event.payload) for event in events]
+    size = sum(len(p) for p in payloads)
     if expected_last_seq is None:
         cur.execute(
-            "UPDATE amber_runs SET last_seq = last_seq + %s, updated_at = %s"
-            " WHERE run_id = %s RETURNING last_seq",
-            (count, now, run_id),
+            "UPDATE amber_runs SET last_seq = last_seq + %s, history_bytes = history_bytes + %s,"
+            " updated_at = %s WHERE run_id = %s RETURNING last_seq",
+            (count, size, now, run_id),
         )
     else:
         cur.execute(
-            "UPDATE amber_runs SET last_seq = last_seq + %s, updated_at = %s"
-            " WHERE run_id = %s AND last_seq = %s RETURNING last_seq",
-            (count, now, run_id, expected_last_seq),
+            "UPDATE amber_runs SET last_seq = last_seq + %s, history_bytes = history_bytes + %s,"
+            " updated_at = %s WHERE run_id = %s AND last_seq = %s RETURNING last_seq",
+            (count, size, now, run_id, expected_last_seq),
         )
     row = cur.fetchone()
     if row is None:
@@ -69,7 +71,7 @@ def append_events_txn(
             now,
             list(range(first, last + 1)),
             [event.type.value for event in events],
-            [encode_payload(event.payload) for event in events],
+            payloads,
             [event.digest for event in events],
         ),
     )

@@ -1,4 +1,8 @@
-"""Run rows: identity, pinned module version, lifecycle status and the head of the history."""
+"""Run rows: identity, pinned module version, lifecycle status and the head of the history.
+
+A workflow id names a chain of runs (continue-as-new and reset start new runs under the same
+id); `amber_workflow_ids` points at the chain's first run and its current one.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,10 @@ class RunStatus(enum.StrEnum):
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    TERMINATED = "terminated"
+    TIMED_OUT = "timed_out"
+    CONTINUED_AS_NEW = "continued_as_new"
 
     @property
     def closed(self) -> bool:
@@ -43,6 +51,14 @@ class Run:
     created_at: datetime
     updated_at: datetime
     closed_at: datetime | None
+    parent_run_id: str | None = None
+    parent_cmd: int | None = None
+    parent_close_policy: str | None = None
+    cancel_seq: int | None = None
+    """History position of the cancellation request, if one was made."""
+    cancel_reason: str | None = None
+    history_bytes: int = 0
+    history_warned: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +73,9 @@ class NewRun:
     queue: str
     input: bytes
     created_at: datetime
+    parent_run_id: str | None = None
+    parent_cmd: int | None = None
+    parent_close_policy: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,55 +93,51 @@ class RunQuery:
 
 _COLUMNS = (
     "run_id::text, tenant, workflow_id, workflow_type, digest, queue, status, input, result,"
-    " error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at"
+    " error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,"
+    " parent_run_id::text, parent_cmd, parent_close_policy, cancel_seq, cancel_reason,"
+    " history_bytes, history_warned"
 )
 
 
 def _run(row: tuple[Any, ...]) -> Run:
-    (
-        run_id,
-        tenant,
-        workflow_id,
-        workflow_type,
-        digest,
-        queue,
-        status,
-        input_,
-        result,
-        error_type,
-        error_message,
-        last_seq,
-        next_cmd,
-        created_at,
-        updated_at,
-        closed_at,
-    ) = row
+    (run_id, tenant, workflow_id, workflow_type, digest, queue, status, input_, result,
+     error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,
+     parent_run_id, parent_cmd, parent_close_policy, cancel_seq, cancel_reason, history_bytes,
+     history_warned) = row  # fmt: skip
     return Run(
-        run_id=str(run_id),
-        tenant=str(tenant),
-        workflow_id=str(workflow_id),
-        workflow_type=str(workflow_type),
-        digest=str(digest),
-        queue=str(queue),
+        run_id=run_id,
+        tenant=tenant,
+        workflow_id=workflow_id,
+        workflow_type=workflow_type,
+        digest=digest,
+        queue=queue,
         status=RunStatus(status),
         input=bytes(input_),
         result=None if result is None else bytes(result),
-        error_type=None if error_type is None else str(error_type),
-        error_message=None if error_message is None else str(error_message),
-        last_seq=int(last_seq),
-        next_cmd=int(next_cmd),
+        error_type=error_type,
+        error_message=error_message,
+        last_seq=last_seq,
+        next_cmd=next_cmd,
         created_at=created_at,
         updated_at=updated_at,
         closed_at=closed_at,
+        parent_run_id=parent_run_id,
+        parent_cmd=parent_cmd,
+        parent_close_policy=parent_close_policy,
+        cancel_seq=cancel_seq,
+        cancel_reason=cancel_reason,
+        history_bytes=history_bytes,
+        history_warned=history_warned,
     )
 
 
 def insert_run_txn(cur: Cursor, run: NewRun) -> None:
-    """Insert a run with an empty history. Raises psycopg's UniqueViolation on a taken id."""
+    """Insert a run with an empty history (the caller claims or repoints its workflow id)."""
     cur.execute(
         "INSERT INTO amber_runs (run_id, tenant, workflow_id, workflow_type, digest, queue,"
-        " status, input, last_seq, created_at, updated_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, 'running', %s, 0, %s, %s)",
+        " status, input, last_seq, created_at, updated_at, parent_run_id, parent_cmd,"
+        " parent_close_policy)"
+        " VALUES (%s, %s, %s, %s, %s, %s, 'running', %s, 0, %s, %s, %s, %s, %s)",
         (
             run.run_id,
             run.tenant,
@@ -133,7 +148,28 @@ def insert_run_txn(cur: Cursor, run: NewRun) -> None:
             run.input,
             run.created_at,
             run.created_at,
+            run.parent_run_id,
+            run.parent_cmd,
+            run.parent_close_policy,
         ),
+    )
+
+
+def claim_workflow_id_txn(cur: Cursor, tenant: str, workflow_id: str, run_id: str) -> bool:
+    """Make `run_id` the first and current run of a new workflow id; False if it is taken."""
+    cur.execute(
+        "INSERT INTO amber_workflow_ids (tenant, workflow_id, first_run_id, run_id)"
+        " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (tenant, workflow_id, run_id, run_id),
+    )
+    return cur.rowcount == 1
+
+
+def repoint_workflow_id_txn(cur: Cursor, tenant: str, workflow_id: str, run_id: str) -> None:
+    """Make `run_id` the current run of an existing chain (continue-as-new, reset)."""
+    cur.execute(
+        "UPDATE amber_workflow_ids SET run_id = %s WHERE tenant = %s AND workflow_id = %s",
+        (run_id, tenant, workflow_id),
     )
 
 
@@ -144,13 +180,17 @@ def get_run_txn(cur: Cursor, run_id: str, *, for_update: bool = False) -> Run | 
     return None if row is None else _run(row)
 
 
-def get_run_by_workflow_id_txn(cur: Cursor, tenant: str, workflow_id: str) -> Run | None:
+def get_run_by_workflow_id_txn(
+    cur: Cursor, tenant: str, workflow_id: str, *, first: bool = False
+) -> Run | None:
+    """The current run of a workflow id (or, with `first`, the run that started the chain)."""
+    column = "first_run_id" if first else "run_id"
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_runs WHERE tenant = %s AND workflow_id = %s",
+        f"SELECT {column}::text FROM amber_workflow_ids WHERE tenant = %s AND workflow_id = %s",
         (tenant, workflow_id),
     )
     row = cur.fetchone()
-    return None if row is None else _run(row)
+    return None if row is None else get_run_txn(cur, row[0])
 
 
 def list_runs_txn(cur: Cursor, query: RunQuery) -> list[Run]:
@@ -207,3 +247,29 @@ def advance_commands_txn(cur: Cursor, run_id: str, first_cmd: int, count: int) -
         (count, run_id, first_cmd),
     )
     return cur.rowcount == 1
+
+
+def mark_cancel_requested_txn(cur: Cursor, run_id: str, seq: int, reason: str) -> None:
+    cur.execute(
+        "UPDATE amber_runs SET cancel_seq = %s, cancel_reason = %s WHERE run_id = %s",
+        (seq, reason, run_id),
+    )
+
+
+def mark_history_warned_txn(cur: Cursor, run_id: str) -> None:
+    cur.execute("UPDATE amber_runs SET history_warned = true WHERE run_id = %s", (run_id,))
+
+
+def open_children_txn(cur: Cursor, parent_run_id: str) -> list[Run]:
+    """Running child runs of a parent (to apply its parent-close policy)."""
+    cur.execute(
+        f"SELECT {_COLUMNS} FROM amber_runs WHERE parent_run_id = %s AND status = 'running'"
+        " ORDER BY run_id FOR UPDATE",
+        (parent_run_id,),
+    )
+    return [_run(row) for row in cur.fetchall()]
+
+
+def set_next_cmd_txn(cur: Cursor, run_id: str, next_cmd: int) -> None:
+    """Set the next command index (a reset copies a history with commands already issued)."""
+    cur.execute("UPDATE amber_runs SET next_cmd = %s WHERE run_id = %s", (next_cmd, run_id))

@@ -5,6 +5,12 @@ transaction as the events that record the outcome — so a task is never lost be
 "recorded". Each lease bumps `fencing`; only the holder of the current token can report.
 At most one *pending* workflow task exists per run (a partial unique index): "this run needs an
 activation" is a fact, not a count.
+
+Activity timeouts live on the row: `close_by` (schedule-to-close, fixed at scheduling),
+`start_by` (schedule-to-start, while pending), `attempt_deadline` (start-to-close, while
+leased), `heartbeat_by` (heartbeat timeout, while leased), and `timeout_at`, the earliest of
+those that applies to the row's current state (PostgreSQL's LEAST ignores NULLs), which is what
+the sweeper's index looks at.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from ._errors import LeaseLost
 class TaskKind(enum.StrEnum):
     WORKFLOW = "workflow"
     ACTIVITY = "activity"
+    QUERY = "query"
 
 
 class TaskState(enum.StrEnum):
@@ -39,7 +46,7 @@ class Task:
     cmd: int | None
     """For an activity: the index of the workflow command it serves."""
     name: str
-    """Workflow type or activity name."""
+    """Workflow type, activity name or query name."""
     digest: str
     """The module version to run it on."""
     args: bytes | None
@@ -53,6 +60,14 @@ class Task:
     consecutive_failures: int
     last_failure: str | None
     scheduled_at: datetime
+    options: bytes | None = None
+    """The activity's options as scheduled (msgpack), for its retry policy."""
+    start_by: datetime | None = None
+    close_by: datetime | None = None
+    attempt_deadline: datetime | None = None
+    heartbeat_by: datetime | None = None
+    heartbeat_details: bytes | None = None
+    cancel_requested: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,36 +83,26 @@ class NewTask:
     max_attempts: int
     cmd: int | None = None
     args: bytes | None = None
+    options: bytes | None = None
+    start_to_close_ms: int | None = None
+    schedule_to_start_ms: int | None = None
+    heartbeat_ms: int | None = None
+    close_by: datetime | None = None
 
 
 _COLUMNS = (
     "task_id, run_id::text, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,"
     " lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,"
-    " scheduled_at"
+    " scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,"
+    " heartbeat_details, cancel_requested"
 )
 
 
 def _task(row: tuple[Any, ...]) -> Task:
-    (
-        task_id,
-        run_id,
-        kind,
-        queue,
-        cmd,
-        name,
-        digest,
-        args,
-        state,
-        visible_at,
-        lease_owner,
-        lease_expires_at,
-        fencing,
-        attempt,
-        max_attempts,
-        consecutive_failures,
-        last_failure,
-        scheduled_at,
-    ) = row
+    (task_id, run_id, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,
+     lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,
+     scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,
+     heartbeat_details, cancel_requested) = row  # fmt: skip
     return Task(
         task_id=task_id,
         run_id=run_id,
@@ -117,23 +122,38 @@ def _task(row: tuple[Any, ...]) -> Task:
         consecutive_failures=consecutive_failures,
         last_failure=last_failure,
         scheduled_at=scheduled_at,
+        options=None if options is None else bytes(options),
+        start_by=start_by,
+        close_by=close_by,
+        attempt_deadline=attempt_deadline,
+        heartbeat_by=heartbeat_by,
+        heartbeat_details=None if heartbeat_details is None else bytes(heartbeat_details),
+        cancel_requested=cancel_requested,
     )
 
 
-def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> bool:
-    """Insert a pending task. For a workflow task that is already pending, does nothing.
+_MS = "* interval '1 millisecond'"
 
-    Returns whether a row was inserted.
-    """
+
+def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> int | None:
+    """Insert a pending task and return its id. For a workflow task that is already pending,
+    does nothing and returns None."""
     conflict = (
         " ON CONFLICT (run_id) WHERE kind = 'workflow' AND state = 'pending' DO NOTHING"
         if task.kind is TaskKind.WORKFLOW
         else ""
     )
+    start_by = (
+        None
+        if task.schedule_to_start_ms is None
+        else task.visible_at + timedelta(milliseconds=task.schedule_to_start_ms)
+    )
     cur.execute(
         "INSERT INTO amber_tasks (run_id, kind, queue, cmd, name, digest, args, state, visible_at,"
-        " max_attempts, scheduled_at) VALUES (%s, %s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s)"
-        + conflict,
+        " max_attempts, scheduled_at, options, start_to_close_ms, schedule_to_start_ms,"
+        " heartbeat_ms, start_by, close_by, timeout_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+        " LEAST(%s::timestamptz, %s::timestamptz))" + conflict + " RETURNING task_id",
         (
             task.run_id,
             task.kind.value,
@@ -145,23 +165,39 @@ def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> bool:
             task.visible_at,
             task.max_attempts,
             now,
+            task.options,
+            task.start_to_close_ms,
+            task.schedule_to_start_ms,
+            task.heartbeat_ms,
+            start_by,
+            task.close_by,
+            start_by,
+            task.close_by,
         ),
     )
-    return cur.rowcount == 1
+    row = cur.fetchone()
+    return None if row is None else int(row[0])
 
 
 def claim_task_txn(
     cur: Cursor, *, queue: str, worker: str, now: datetime, lease: timedelta
 ) -> Task | None:
-    """Lease the oldest visible pending task of `queue`, bumping its fencing token."""
+    """Lease the oldest visible pending task of `queue`, bumping its fencing token.
+
+    Starts the attempt's start-to-close and heartbeat clocks.
+    """
     cur.execute(
-        "UPDATE amber_tasks SET state = 'leased', lease_owner = %s, lease_expires_at = %s,"
-        " fencing = fencing + 1"
+        "UPDATE amber_tasks SET state = 'leased', lease_owner = %(worker)s,"
+        " lease_expires_at = %(until)s, fencing = fencing + 1, start_by = NULL,"
+        f" attempt_deadline = %(now)s + start_to_close_ms {_MS},"
+        f" heartbeat_by = %(now)s + heartbeat_ms {_MS},"
+        f" timeout_at = LEAST(close_by, %(now)s + start_to_close_ms {_MS},"
+        f"   %(now)s + heartbeat_ms {_MS})"
         " WHERE task_id = (SELECT task_id FROM amber_tasks"
-        "   WHERE queue = %s AND state = 'pending' AND visible_at <= %s"
+        "   WHERE queue = %(queue)s AND state = 'pending' AND visible_at <= %(now)s"
         "   ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
         f" RETURNING {_COLUMNS}",
-        (worker, now + lease, queue, now),
+        {"worker": worker, "until": now + lease, "now": now, "queue": queue},
     )
     row = cur.fetchone()
     return None if row is None else _task(row)
@@ -180,15 +216,40 @@ def lock_leased_task_txn(cur: Cursor, task_id: int, fencing: int) -> Task:
     return _task(row)
 
 
-def extend_lease_txn(cur: Cursor, task_id: int, fencing: int, until: datetime) -> None:
-    """Push a held lease's expiry to `until`. Raises `LeaseLost` unless it holds the lease."""
-    cur.execute(
-        "UPDATE amber_tasks SET lease_expires_at = %s"
-        " WHERE task_id = %s AND fencing = %s AND state = 'leased'",
-        (until, task_id, fencing),
-    )
-    if cur.rowcount != 1:
+def extend_lease_txn(
+    cur: Cursor,
+    task_id: int,
+    fencing: int,
+    until: datetime,
+    *,
+    details: bytes | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Push a held lease's expiry to `until`; with `details`, also record an activity heartbeat
+    (restarting its heartbeat timeout). Returns whether cancellation was requested.
+
+    Raises `LeaseLost` unless the caller holds the lease.
+    """
+    if details is None:
+        cur.execute(
+            "UPDATE amber_tasks SET lease_expires_at = %s"
+            " WHERE task_id = %s AND fencing = %s AND state = 'leased'"
+            " RETURNING cancel_requested",
+            (until, task_id, fencing),
+        )
+    else:
+        cur.execute(
+            "UPDATE amber_tasks SET lease_expires_at = %(until)s, heartbeat_details = %(details)s,"
+            f" heartbeat_by = %(now)s + heartbeat_ms {_MS},"
+            f" timeout_at = LEAST(close_by, attempt_deadline, %(now)s + heartbeat_ms {_MS})"
+            " WHERE task_id = %(task)s AND fencing = %(fencing)s AND state = 'leased'"
+            " RETURNING cancel_requested",
+            {"until": until, "details": details, "now": now, "task": task_id, "fencing": fencing},
+        )
+    row = cur.fetchone()
+    if row is None:
         raise LeaseLost(task_id, fencing)
+    return bool(row[0])
 
 
 def delete_task_txn(cur: Cursor, task_id: int) -> None:
@@ -197,7 +258,7 @@ def delete_task_txn(cur: Cursor, task_id: int) -> None:
 
 def delete_run_tasks_txn(cur: Cursor, run_id: str) -> int:
     """Drop every task of a run (it closed); late reports then get `LeaseLost`."""
-    cur.execute("DELETE FROM amber_tasks WHERE run_id = %s", (run_id,))
+    cur.execute("DELETE FROM amber_tasks WHERE run_id = %s AND kind <> 'query'", (run_id,))
     return cur.rowcount
 
 
@@ -237,9 +298,18 @@ def requeue_task_txn(cur: Cursor, task: Task, requeue: Requeue) -> None:
             return
     cur.execute(
         "UPDATE amber_tasks SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,"
-        " attempt = attempt + %s, consecutive_failures = consecutive_failures + 1,"
-        " last_failure = %s, visible_at = %s WHERE task_id = %s",
-        (bump, requeue.failure, requeue.visible_at, task.task_id),
+        " attempt = attempt + %(bump)s, consecutive_failures = consecutive_failures + 1,"
+        " last_failure = %(failure)s, visible_at = %(visible)s,"
+        f" start_by = %(visible)s + schedule_to_start_ms {_MS},"
+        " attempt_deadline = NULL, heartbeat_by = NULL,"
+        f" timeout_at = LEAST(close_by, %(visible)s + schedule_to_start_ms {_MS})"
+        " WHERE task_id = %(task)s",
+        {
+            "bump": bump,
+            "failure": requeue.failure,
+            "visible": requeue.visible_at,
+            "task": task.task_id,
+        },
     )
 
 
@@ -253,10 +323,46 @@ def expired_leases_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[
     return [_task(row) for row in cur.fetchall()]
 
 
+def timed_out_tasks_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[Task]:
+    """Lock tasks one of whose activity timeouts has passed."""
+    cur.execute(
+        f"SELECT {_COLUMNS} FROM amber_tasks WHERE timeout_at < %s"
+        " ORDER BY timeout_at LIMIT %s FOR UPDATE SKIP LOCKED",
+        (now, limit),
+    )
+    return [_task(row) for row in cur.fetchall()]
+
+
 def run_tasks_txn(cur: Cursor, run_id: str) -> list[Task]:
     """The tasks of one run (for describing it)."""
     cur.execute(f"SELECT {_COLUMNS} FROM amber_tasks WHERE run_id = %s ORDER BY task_id", (run_id,))
     return [_task(row) for row in cur.fetchall()]
+
+
+def pending_activity_tasks_txn(cur: Cursor, run_id: str) -> list[Task]:
+    """Activities of a run that no worker has started (cancellation drops them)."""
+    cur.execute(
+        f"SELECT {_COLUMNS} FROM amber_tasks WHERE run_id = %s AND kind = 'activity'"
+        " AND state = 'pending' ORDER BY cmd FOR UPDATE",
+        (run_id,),
+    )
+    return [_task(row) for row in cur.fetchall()]
+
+
+def request_activity_cancel_txn(cur: Cursor, run_id: str) -> int:
+    """Flag a run's running activities; their workers learn of it through heartbeats."""
+    cur.execute(
+        "UPDATE amber_tasks SET cancel_requested = true"
+        " WHERE run_id = %s AND kind = 'activity' AND state = 'leased'",
+        (run_id,),
+    )
+    return cur.rowcount
+
+
+def get_task_txn(cur: Cursor, task_id: int) -> Task | None:
+    cur.execute(f"SELECT {_COLUMNS} FROM amber_tasks WHERE task_id = %s", (task_id,))
+    row = cur.fetchone()
+    return None if row is None else _task(row)
 
 
 def next_visible_txn(cur: Cursor, queue: str) -> datetime | None:
@@ -270,6 +376,7 @@ def next_visible_txn(cur: Cursor, queue: str) -> datetime | None:
 
 TASKS_CHANNEL = "amber_tasks"
 RUNS_CHANNEL = "amber_runs"
+QUERIES_CHANNEL = "amber_queries"
 
 
 def notify_txn(cur: Cursor, channel: str, payload: str) -> None:

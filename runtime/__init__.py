@@ -31,16 +31,29 @@ from ._faults import (
     NonDeterminism,
     OutOfFuel,
 )
-from ._host import ActivationKind
+from ._host import ActivationKind, ActivityHost
+from ._lifecycle import Lifecycle, NewCommand, RunSpec
+from ._projection import Projection, project
 from ._replay import (
     ActivationStats,
-    Projection,
+    QueryNotPublished,
+    QueryResult,
     WorkflowActivation,
     WorkflowStep,
     activate_workflow,
-    project,
+    answer_query,
 )
-from ._runs_service import DEFAULT_TENANT, RunDescription, RunService, StartRequest, StartResult
+from ._runs_service import (
+    DEFAULT_TENANT,
+    QueryFailed,
+    QueryTimedOut,
+    RunClosed,
+    RunDescription,
+    RunService,
+    SignalRequest,
+    StartRequest,
+    StartResult,
+)
 from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits
 from ._server import AmberServer, migrate_all
 from ._settings import EngineSettings, RetryPolicy
@@ -48,12 +61,13 @@ from ._status import RemoteError
 from ._tasks_service import (
     ClaimedTask,
     FailureReport,
+    HeartbeatAck,
     LeasedTask,
-    NewCommand,
     TaskService,
     WorkflowCompletion,
     idempotency_key,
 )
+from ._timers_service import TimerService
 from ._tracing import JsonLinesExporter, configure_tracing, tracer
 from ._worker import Worker, WorkerSettings
 
@@ -66,6 +80,7 @@ __all__ = [
     "ActivationRequest",
     "ActivationStats",
     "ActivityAttempt",
+    "ActivityHost",
     "ActivityReport",
     "AmberClient",
     "AmberServer",
@@ -78,8 +93,10 @@ __all__ = [
     "FailureReport",
     "GuestFault",
     "GuestTrap",
+    "HeartbeatAck",
     "JsonLinesExporter",
     "LeasedTask",
+    "Lifecycle",
     "MalformedOutput",
     "ManualClock",
     "MemoryLimitExceeded",
@@ -89,24 +106,33 @@ __all__ = [
     "OutOfFuel",
     "PayloadTooLarge",
     "Projection",
+    "QueryFailed",
+    "QueryNotPublished",
+    "QueryResult",
+    "QueryTimedOut",
     "RawOutput",
     "RemoteError",
     "RetryPolicy",
+    "RunClosed",
     "RunDescription",
     "RunService",
+    "RunSpec",
     "Sandbox",
     "SandboxEngine",
     "SandboxLimits",
+    "SignalRequest",
     "StartRequest",
     "StartResult",
     "SystemClock",
     "TaskService",
+    "TimerService",
     "Worker",
     "WorkerSettings",
     "WorkflowActivation",
     "WorkflowCompletion",
     "WorkflowStep",
     "activate_workflow",
+    "answer_query",
     "configure_tracing",
     "decode",
     "encode",

@@ -13,7 +13,7 @@ from abi import (
 )
 
 from ._faults import MalformedOutput
-from ._host import ActivationKind
+from ._host import ActivationKind, ActivityHost
 from ._replay import ActivationStats
 from ._sandbox import ActivationRequest, Sandbox, SandboxLimits
 
@@ -26,6 +26,8 @@ class ActivityAttempt:
     cmd: int
     input: ActivityInput
     limits: SandboxLimits
+    host: ActivityHost | None = None
+    """Heartbeats, cancellation and HTTP for the guest (None: those imports are refused)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +49,7 @@ def run_activity(sandbox: Sandbox, attempt: ActivityAttempt) -> ActivityReport:
             run_id=attempt.input.run_id,
             step=attempt.cmd,
             limits=attempt.limits,
+            activity=attempt.host,
         )
     )
     if raw.suspended:  # unreachable: the host refuses await_results from activities

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any, TypeVar
 
 import grpc
 import msgpack
 
-from abi import ActivityOutcome
+from abi import ActivityOutcome, ErrorInfo
 from history import Event, Run
 from versions import ModuleVersion, UploadResult
 
@@ -18,7 +17,7 @@ from ._clock import from_ms
 from ._runs_service import MAX_HISTORY_PAGE, RunDescription, StartResult
 from ._server import GRPC_OPTIONS
 from ._status import error_from_rpc
-from ._tasks_service import FailureReport, LeasedTask, WorkflowCompletion
+from ._tasks_service import FailureReport, HeartbeatAck, LeasedTask, WorkflowCompletion
 from .api import amber_pb2 as pb
 from .api import amber_pb2_grpc as pb_grpc
 
@@ -80,8 +79,16 @@ class AmberClient:
         version: str = "",
         tenant: str = "",
         queue: str = "",
+        execution_timeout_s: float = 0.0,
+        signal: str = "",
+        signal_payload: Any = None,
+        signal_request_id: str = "",
     ) -> StartResult:
-        """Start a run (idempotent on `workflow_id`). `input` is msgpack-encoded for you."""
+        """Start a run (idempotent on `workflow_id`). `input` is msgpack-encoded for you.
+
+        With `signal`, this is signal-with-start: the signal is delivered to the run, which is
+        started first unless it already runs.
+        """
         request = pb.StartRunRequest(
             workflow_type=workflow_type,
             input=raw_input if raw_input is not None else encode(input),
@@ -89,11 +96,65 @@ class AmberClient:
             version=version,
             tenant=tenant,
             queue=queue,
+            execution_timeout_ms=int(execution_timeout_s * 1000),
+            signal_name=signal,
+            signal_payload=encode(signal_payload) if signal else b"",
+            signal_request_id=signal_request_id,
         )
         response = self._call(self._stub.StartRun, request)
         return StartResult(
-            run=m.run_from_pb(response.run), already_started=response.already_started
+            run=m.run_from_pb(response.run),
+            already_started=response.already_started,
+            signalled=response.signalled,
         )
+
+    def signal(
+        self,
+        run: str,
+        name: str,
+        payload: Any = None,
+        *,
+        request_id: str = "",
+        tenant: str = "",
+        raw_payload: bytes | None = None,
+    ) -> bool:
+        """Send a signal; returns False when `request_id` was already delivered (a no-op)."""
+        request = pb.SignalRunRequest(
+            run_id=run,
+            tenant=tenant,
+            name=name,
+            payload=raw_payload if raw_payload is not None else encode(payload),
+            request_id=request_id,
+        )
+        return not self._call(self._stub.SignalRun, request).duplicate
+
+    def query(self, run: str, name: str, *, wait_s: float = 10.0, tenant: str = "") -> Any:
+        """The value the workflow last published under `name` (decoded), replayed by a worker."""
+        request = pb.QueryRunRequest(
+            run_id=run, tenant=tenant, name=name, wait_ms=int(wait_s * 1000)
+        )
+        return decode(self._call(self._stub.QueryRun, request, extra_timeout_s=wait_s).result)
+
+    def cancel(self, run: str, *, reason: str = "", operator: str = "", tenant: str = "") -> bool:
+        """Request cancellation; returns False if it had already been requested."""
+        request = pb.CancelRunRequest(run_id=run, tenant=tenant, reason=reason, operator=operator)
+        return not self._call(self._stub.CancelRun, request).already_requested
+
+    def terminate(self, run: str, *, reason: str, operator: str = "", tenant: str = "") -> None:
+        """Close a run at once (audited with `reason` and `operator`)."""
+        request = pb.TerminateRunRequest(
+            run_id=run, tenant=tenant, reason=reason, operator=operator
+        )
+        self._call(self._stub.TerminateRun, request)
+
+    def reset(
+        self, run: str, *, to_event: int, reason: str, operator: str = "", tenant: str = ""
+    ) -> Run:
+        """Start a new run replaying this one's history up to `to_event`; returns it."""
+        request = pb.ResetRunRequest(
+            run_id=run, tenant=tenant, to_event=to_event, reason=reason, operator=operator
+        )
+        return m.run_from_pb(self._call(self._stub.ResetRun, request).run)
 
     def describe(self, run_id: str, *, tenant: str = "") -> RunDescription:
         """The run, its open tasks and its recent failures."""
@@ -224,12 +285,45 @@ class AmberClient:
         )
         return _next(self._call(self._stub.FailTask, request))
 
-    def heartbeat(self, task: LeasedTask, *, worker_id: str) -> datetime:
-        """Extend the task's lease; raises `LeaseLost` if it is no longer ours."""
+    def heartbeat(
+        self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
+    ) -> HeartbeatAck:
+        """Extend the task's lease (with `details`: an activity's own heartbeat).
+
+        Raises `LeaseLost` if the task is no longer ours; says if cancellation was requested.
+        """
         request = pb.HeartbeatRequest(
-            task_id=task.task_id, fencing=task.fencing, worker_id=worker_id
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            details=details or b"",
+            has_details=details is not None,
         )
-        return from_ms(self._call(self._stub.Heartbeat, request).lease_expires_ms)
+        response = self._call(self._stub.Heartbeat, request)
+        return HeartbeatAck(
+            lease_expires_at=from_ms(response.lease_expires_ms),
+            cancel_requested=response.cancel_requested,
+        )
+
+    def complete_query(
+        self,
+        task: LeasedTask,
+        *,
+        worker_id: str,
+        result: bytes | None,
+        error: ErrorInfo | None,
+        ended: str = "",
+    ) -> None:
+        """Answer a query task (`result` is the published value, or `error` why there is none)."""
+        request = pb.CompleteQueryRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            result=result or b"",
+            error=m.error_to_pb(error),
+            ended=ended,
+        )
+        self._call(self._stub.CompleteQuery, request)
 
 
 def _next(response: pb.CompleteTaskResponse | pb.FailTaskResponse) -> LeasedTask | None:

@@ -19,6 +19,7 @@ from abi import ACTIVITY_EXPORT_PREFIX
 from versions import ArtifactCache
 
 from ._host import HostImports
+from ._http import HttpPolicy, http_policy
 
 EPOCH_TICK_S = 0.010
 ENGINE_FLAGS = "consume_fuel=1;epoch_interruption=1;opt=speed"
@@ -58,6 +59,8 @@ class LoadedModule:
     pre: wasmtime.InstancePre
     activities: frozenset[str]
     """Activity names the module exports (a workflow may only schedule these)."""
+    http: HttpPolicy | None
+    """The module's declared HTTP allowlist (None: no HTTP capability)."""
 
 
 def _activities(module: wasmtime.Module) -> frozenset[str]:
@@ -94,8 +97,11 @@ class SandboxEngine:
                 self._loaded.move_to_end(digest)
                 return loaded
         module = self._artifacts.load(digest, fetch)
+        manifest = self._artifacts.manifest(digest, fetch)
         loaded = LoadedModule(
-            pre=self._linker.instantiate_pre(module), activities=_activities(module)
+            pre=self._linker.instantiate_pre(module),
+            activities=_activities(module),
+            http=http_policy(manifest),
         )
         with self._lock:
             self._loaded[digest] = loaded

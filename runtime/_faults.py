@@ -62,6 +62,8 @@ class GuestFault(AmberError):
         self.trap_code = trap_code
         self.fuel_used = fuel_used
         self.memory_bytes = memory_bytes
+        self.published: dict[str, bytes] = {}
+        """Query values the workflow published before the fault."""
 
 
 class GuestTrap(GuestFault):

@@ -21,12 +21,16 @@ from abi import HOST_IMPORTS, HOST_MODULE, MAX_ENVELOPE_BYTES, MAX_RANDOM_BYTES
 
 from ._clock import Clock, to_ms
 from ._faults import AbiViolation, DeadlineExceeded
+from ._http import HttpPolicy, perform
 
 MAX_LOG_BYTES = 4096
 MAX_LOG_LINES = 100
 """Lines kept and forwarded per activation; the rest are only counted."""
 MAX_HANDED_OUT = 1000
 """now/random values one workflow activation may take (each becomes a command)."""
+MAX_PUBLISHED_BYTES = 64 * 1024
+"""A published query value, and heartbeat details, are capped at this size."""
+MAX_PUBLISHED_NAMES = 64
 _guest_log = logging.getLogger("amber.guest")
 
 
@@ -46,6 +50,18 @@ class Suspended(BaseException):
         self.envelope = envelope
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityHost:
+    """What an activity's host imports reach outside the sandbox (supplied by the worker)."""
+
+    idempotency_key: str
+    http: HttpPolicy | None
+    """The module's HTTP allowlist, or None when it declares no HTTP capability."""
+    heartbeat: Callable[[bytes], bool]
+    """Record heartbeat details; returns whether the run asked the activity to stop."""
+    cancel_requested: Callable[[], bool]
+
+
 @dataclass(slots=True, kw_only=True)
 class HostCalls:
     """What the host imports see and record during one activation."""
@@ -61,6 +77,13 @@ class HostCalls:
     dropped_logs: int = 0
     calls: int = 0
     memory: wasmtime.Memory | None = None
+    query: bool = False
+    """A query replay: logs are dropped, nothing the workflow issues is kept."""
+    published: dict[str, bytes] = field(default_factory=dict)
+    """Query values the workflow published, by name (last one wins)."""
+    activity: ActivityHost | None = None
+    held: bytes | None = None
+    """An envelope waiting for the guest's `take` (after `http_request`)."""
 
 
 def _read(caller: wasmtime.Caller, state: HostCalls, ptr: int, length: int, cap: int) -> bytes:
@@ -95,6 +118,11 @@ class HostImports:
             "random": self._random,
             "log": self._log,
             "sleep": self._sleep,
+            "publish": self._publish,
+            "heartbeat": self._heartbeat,
+            "cancel_requested": self._cancel_requested,
+            "http_request": self._http_request,
+            "take": self._take,
         }
         assert handlers.keys() == HOST_IMPORTS.keys()
         for name, (params, results) in HOST_IMPORTS.items():
@@ -135,6 +163,8 @@ class HostImports:
     def _log(self, caller: wasmtime.Caller, level: int, ptr: int, length: int) -> None:
         state = self._state("log")
         text = _read(caller, state, ptr, min(max(length, 0), MAX_LOG_BYTES), MAX_LOG_BYTES)
+        if state.query:
+            return  # a query replays history: its log lines were written the first time
         if len(state.logs) >= MAX_LOG_LINES:
             state.dropped_logs += 1
             return
@@ -154,3 +184,52 @@ class HostImports:
             time.sleep(max(remaining, 0.0))
             raise DeadlineExceeded(f"host call sleep({ms} ms) ran past the activation deadline")
         time.sleep(ms / 1000)
+
+    def _publish(
+        self, caller: wasmtime.Caller, name_ptr: int, name_len: int, ptr: int, length: int
+    ) -> None:
+        state = self._state("publish")
+        if state.kind is not ActivationKind.WORKFLOW:
+            raise AbiViolation("publish is only available to workflow code")
+        name = _read(caller, state, name_ptr, name_len, 256).decode("utf-8", errors="replace")
+        value = _read(caller, state, ptr, length, MAX_PUBLISHED_BYTES)
+        if name not in state.published and len(state.published) >= MAX_PUBLISHED_NAMES:
+            raise AbiViolation(f"a workflow may publish at most {MAX_PUBLISHED_NAMES} names")
+        state.published[name] = value
+
+    def _activity_host(self, name: str) -> tuple[HostCalls, ActivityHost]:
+        state = self._state(name)
+        if state.kind is not ActivationKind.ACTIVITY or state.activity is None:
+            raise AbiViolation(f"{name} is only available to activity code")
+        return state, state.activity
+
+    def _heartbeat(self, caller: wasmtime.Caller, ptr: int, length: int) -> int:
+        state, host = self._activity_host("heartbeat")
+        details = _read(caller, state, ptr, length, MAX_PUBLISHED_BYTES)
+        return 1 if host.heartbeat(details) else 0
+
+    def _cancel_requested(self, caller: wasmtime.Caller) -> int:
+        _, host = self._activity_host("cancel_requested")
+        return 1 if host.cancel_requested() else 0
+
+    def _http_request(self, caller: wasmtime.Caller, ptr: int, length: int) -> int:
+        state, host = self._activity_host("http_request")
+        request = _read(caller, state, ptr, length, MAX_ENVELOPE_BYTES)
+        state.held = perform(
+            request,
+            policy=host.http,
+            deadline=state.deadline,
+            idempotency_key=host.idempotency_key,
+        )
+        return len(state.held)
+
+    def _take(self, caller: wasmtime.Caller, ptr: int, length: int) -> None:
+        state = self._state("take")
+        held = state.held
+        if held is None or length != len(held):
+            raise AbiViolation("take: no envelope of that length is waiting")
+        _read(caller, state, ptr, length, MAX_ENVELOPE_BYTES)  # bounds check only
+        assert state.memory is not None
+        if length:
+            state.memory.write(caller, held, ptr)
+        state.held = None

@@ -5,20 +5,20 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import msgpack
+
 from abi import (
     ActivityOutcome,
     ActivityStatus,
-    Command,
     ErrorInfo,
     InvalidInput,
-    RecordNow,
-    RecordRandom,
-    ScheduleActivity,
     WorkflowStatus,
-    command_kind,
+    encode_command,
+    parse_command,
     parse_manifest,
 )
 from history import (
+    Discarded,
     Event,
     EventType,
     FailureRecord,
@@ -27,18 +27,20 @@ from history import (
     Task,
     TaskKind,
     TaskState,
+    Timer,
+    TimerKind,
     decode_payload,
     encode_payload,
 )
 from versions import ModuleVersion
 
 from ._clock import from_ms, to_ms
+from ._lifecycle import NewCommand
 from ._runs_service import RunDescription
 from ._tasks_service import (
     ClaimedTask,
     FailureReport,
     LeasedTask,
-    NewCommand,
     WorkflowCompletion,
     idempotency_key,
 )
@@ -82,6 +84,9 @@ def run_to_pb(run: Run) -> pb.RunInfo:
         updated_ms=_ms(run.updated_at),
         closed_ms=_ms(run.closed_at),
         queue=run.queue,
+        parent_run_id=run.parent_run_id or "",
+        cancel_requested=run.cancel_seq is not None,
+        cancel_reason=run.cancel_reason or "",
     )
 
 
@@ -104,6 +109,9 @@ def run_from_pb(msg: pb.RunInfo) -> Run:
         created_at=from_ms(msg.created_ms),
         updated_at=from_ms(msg.updated_ms),
         closed_at=_opt_dt(msg.closed_ms),
+        parent_run_id=msg.parent_run_id or None,
+        cancel_seq=0 if msg.cancel_requested else None,
+        cancel_reason=msg.cancel_reason or None,
     )
 
 
@@ -210,6 +218,16 @@ def description_to_pb(desc: RunDescription) -> pb.DescribeRunResponse:
         run=run_to_pb(desc.run),
         tasks=[task_info_to_pb(t) for t in desc.tasks],
         recent_failures=[failure_to_pb(f) for f in desc.recent_failures],
+        timers=[
+            pb.TimerInfo(
+                timer_id=t.timer_id, kind=t.kind.value, cmd=t.cmd or 0, fire_ms=_ms(t.fire_at)
+            )
+            for t in desc.timers
+        ],
+        discarded=[
+            pb.DiscardedInfo(kind=d.kind, detail=d.detail, time_ms=_ms(d.created_at))
+            for d in desc.discarded
+        ],
     )
 
 
@@ -219,6 +237,22 @@ def description_from_pb(msg: pb.DescribeRunResponse) -> RunDescription:
         run=run,
         tasks=tuple(task_info_from_pb(run.run_id, run.digest, t) for t in msg.tasks),
         recent_failures=tuple(failure_from_pb(run.run_id, f) for f in msg.recent_failures),
+        timers=tuple(
+            Timer(
+                run_id=run.run_id,
+                timer_id=t.timer_id,
+                kind=TimerKind(t.kind),
+                cmd=t.cmd if t.kind == TimerKind.WORKFLOW else None,
+                fire_at=from_ms(t.fire_ms),
+            )
+            for t in msg.timers
+        ),
+        discarded=tuple(
+            Discarded(
+                run_id=run.run_id, kind=d.kind, detail=d.detail, created_at=from_ms(d.time_ms)
+            )
+            for d in msg.discarded
+        ),
     )
 
 
@@ -255,40 +289,39 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
         lease_expires_ms=_ms(task.lease_expires_at),
         tenant=run.tenant,
     )
-    if task.kind is TaskKind.WORKFLOW:
+    if task.kind is not TaskKind.ACTIVITY:
         msg.input = run.input
         msg.history.extend(event_to_pb(e) for e in claimed.events)
-    else:
-        assert task.cmd is not None
-        msg.cmd = task.cmd
-        msg.args = task.args or b""
-        msg.idempotency_key = idempotency_key(task.run_id, task.cmd)
+        if task.kind is TaskKind.QUERY:
+            msg.name = task.name  # the query name; the workflow type is the run's
+            msg.args = run.workflow_type.encode()
+        return msg
+    assert task.cmd is not None
+    msg.cmd = task.cmd
+    msg.args = task.args or b""
+    msg.idempotency_key = idempotency_key(task.run_id, task.cmd)
+    msg.cancel_requested = task.cancel_requested
+    if task.heartbeat_details is not None:
+        msg.heartbeat_details = task.heartbeat_details
+        msg.has_heartbeat_details = True
+    deadlines = [d for d in (task.attempt_deadline, task.close_by) if d is not None]
+    if deadlines:
+        msg.deadline_ms = _ms(min(deadlines))
     return msg
 
 
 def command_to_pb(new: NewCommand) -> pb.Command:
-    command = new.command
-    msg = pb.Command(cmd=new.cmd, kind=command_kind(command))
-    if isinstance(command, ScheduleActivity):
-        msg.name, msg.args = command.name, command.args
-    elif isinstance(command, RecordNow):
-        msg.value = command.value
-    else:
-        msg.args = command.value
-    return msg
+    return pb.Command(
+        cmd=new.cmd, body=msgpack.packb(encode_command(new.command), use_bin_type=True)
+    )
 
 
 def command_from_pb(msg: pb.Command) -> NewCommand:
-    command: Command
-    if msg.kind == "activity":
-        command = ScheduleActivity(name=msg.name, args=msg.args)
-    elif msg.kind == "now":
-        command = RecordNow(value=msg.value)
-    elif msg.kind == "random":
-        command = RecordRandom(value=msg.args)
-    else:
-        raise InvalidInput(f"unknown command kind {msg.kind!r}")
-    return NewCommand(cmd=msg.cmd, command=command)
+    try:
+        doc = msgpack.unpackb(msg.body, raw=False)
+    except Exception as exc:
+        raise InvalidInput(f"command {msg.cmd} is not msgpack: {exc!r}") from None
+    return NewCommand(cmd=msg.cmd, command=parse_command(msg.cmd, doc))
 
 
 def workflow_completion_to_pb(done: WorkflowCompletion) -> pb.WorkflowCompletion:
@@ -298,6 +331,7 @@ def workflow_completion_to_pb(done: WorkflowCompletion) -> pb.WorkflowCompletion
         status=done.status.value,
         result=done.result or b"",
         error=error_to_pb(done.error),
+        reactivate=done.reactivate,
     )
 
 
@@ -312,8 +346,11 @@ def workflow_completion_from_pb(msg: pb.WorkflowCompletion) -> WorkflowCompletio
         expected_last_seq=msg.expected_last_seq,
         commands=tuple(command_from_pb(c) for c in msg.commands),
         status=status,
-        result=msg.result if status is WorkflowStatus.COMPLETED else None,
+        result=msg.result
+        if status in (WorkflowStatus.COMPLETED, WorkflowStatus.CONTINUE_AS_NEW)
+        else None,
         error=error_from_pb(msg.error) if msg.HasField("error") else None,
+        reactivate=msg.reactivate,
     )
 
 
@@ -371,4 +408,7 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         cmd=msg.cmd,
         args=msg.args,
         idempotency_key=msg.idempotency_key,
+        heartbeat_details=msg.heartbeat_details if msg.has_heartbeat_details else None,
+        deadline=_opt_dt(msg.deadline_ms),
+        cancel_requested=msg.cancel_requested,
     )

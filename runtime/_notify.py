@@ -9,13 +9,14 @@ wakes only the waiters it concerns. Waiters still re-check on a timeout, so a lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from history import RUNS_CHANNEL, TASKS_CHANNEL, Database
+from history import QUERIES_CHANNEL, RUNS_CHANNEL, TASKS_CHANNEL, Database
 
 _log = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ class _Signal:
 
 
 class RunWatch:
-    """A registration for one run's close; obtained from `Notifier.watch_run`."""
+    """A registration for one run's close (or one query's answer); from `Notifier.watch_*`."""
 
     def __init__(self, signal: _Signal) -> None:
         self._signal = signal
@@ -89,12 +90,11 @@ class Notifier:
             self._queue(queue).bump()
 
     @contextmanager
-    def watch_run(self, run_id: str) -> Iterator[RunWatch]:
-        """Register interest in a run *before* checking it, so no poke can slip between."""
+    def _watch(self, key: str) -> Iterator[RunWatch]:
         with self._lock:
-            signal = self._runs.get(run_id)
+            signal = self._runs.get(key)
             if signal is None:
-                signal = self._runs[run_id] = _Signal(self._lock)
+                signal = self._runs[key] = _Signal(self._lock)
             signal.watchers += 1
         try:
             yield RunWatch(signal)
@@ -102,13 +102,27 @@ class Notifier:
             with self._lock:
                 signal.watchers -= 1
                 if signal.watchers == 0:
-                    del self._runs[run_id]
+                    del self._runs[key]
 
-    def poke_run(self, run_id: str) -> None:
+    def _poke(self, key: str) -> None:
         with self._lock:
-            signal = self._runs.get(run_id)
+            signal = self._runs.get(key)
             if signal is not None:
                 signal.bump()
+
+    def watch_run(self, run_id: str) -> contextlib.AbstractContextManager[RunWatch]:
+        """Register interest in a run *before* checking it, so no poke can slip between."""
+        return self._watch("run:" + run_id)
+
+    def poke_run(self, run_id: str) -> None:
+        self._poke("run:" + run_id)
+
+    def watch_query(self, task_id: str) -> contextlib.AbstractContextManager[RunWatch]:
+        """Register interest in a query task's answer before checking for it."""
+        return self._watch("query:" + task_id)
+
+    def poke_query(self, task_id: str) -> None:
+        self._poke("query:" + task_id)
 
     def _wake_all(self) -> None:
         with self._lock:
@@ -122,12 +136,15 @@ class Notifier:
                 with self._db.connect() as conn:
                     conn.execute(f"LISTEN {TASKS_CHANNEL}")
                     conn.execute(f"LISTEN {RUNS_CHANNEL}")
+                    conn.execute(f"LISTEN {QUERIES_CHANNEL}")
                     backoff = 0.1
                     self._wake_all()  # anything may have happened while we were not listening
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             if note.channel == TASKS_CHANNEL:
                                 self.poke_tasks(note.payload)
+                            elif note.channel == QUERIES_CHANNEL:
+                                self.poke_query(note.payload)
                             else:
                                 self.poke_run(note.payload)
             except Exception as exc:  # keep listening; pollers fall back to their timeouts

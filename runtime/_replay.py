@@ -1,9 +1,10 @@
 """Workflow activations: replay the whole history through the pinned module, match, extend.
 
-The history is projected into what the guest needs (every recorded result, in history order)
-and what the host checks (every recorded command, by index). The guest re-issues all its
-commands from the start; the first `n` must equal the `n` recorded ones, and the rest are new.
-The same function serves live workers and offline replay (tests, triage): there is one path.
+The history is projected (`_projection`) into what the guest needs (every recorded result, in
+delivery order, and any cancellation request) and what the host checks (every recorded command,
+by index). The guest re-issues all its commands from the start; the first `n` must equal the `n`
+recorded ones, and the rest are new. The same function serves live workers and offline replay
+(tests, triage): there is one path. A query is the same replay with nothing appended.
 """
 
 from __future__ import annotations
@@ -13,126 +14,31 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from abi import (
+    AwaitSignal,
+    CancelTimer,
     Command,
     ErrorInfo,
     MalformedEnvelope,
-    RecordedResult,
     RecordNow,
     RecordRandom,
     ScheduleActivity,
+    StartChild,
+    StartTimer,
     WorkflowOutcome,
     WorkflowStatus,
     command_kind,
     decode_workflow_output,
     encode_workflow_input,
 )
-from history import Event, EventType
+from history import Event
 
-from ._errors import CorruptHistory
-from ._faults import AbiViolation, MalformedOutput, NonDeterminism
+from ._faults import AbiViolation, GuestFault, MalformedOutput, NonDeterminism
 from ._host import ActivationKind
+from ._projection import Projection, RecordedCommand, project
 from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits
 
 MAX_NEW_COMMANDS = 1000
 """New commands one workflow activation may issue (Temporal caps pending activities at 2,000)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecordedCommand:
-    """A command as history recorded it."""
-
-    cmd: int
-    seq: int
-    kind: str
-    name: str = ""
-    args: bytes = b""
-    value: object = None
-    """The recorded value of a `now` or `random` marker."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Projection:
-    """A history as the replayer sees it."""
-
-    commands: tuple[RecordedCommand, ...]
-    results: tuple[RecordedResult, ...]
-    last_seq: int
-
-
-def _describe_recorded(command: RecordedCommand) -> str:
-    if command.kind == "activity":
-        return f"activity {command.name!r} (args {_fingerprint(command.args)})"
-    if command.kind == "random" and isinstance(command.value, bytes):
-        return f"random ({len(command.value)} bytes)"
-    return f"{command.kind} {command.value!r}"
-
-
-def _describe_issued(command: Command | None) -> str:
-    if command is None:
-        return "nothing (the workflow stopped before reaching it)"
-    if isinstance(command, ScheduleActivity):
-        return f"activity {command.name!r} (args {_fingerprint(command.args)})"
-    if isinstance(command, RecordRandom):
-        return f"random ({len(command.value)} bytes)"
-    return f"{command_kind(command)} {command.value!r}"
-
-
-def _fingerprint(data: bytes) -> str:
-    return f"{len(data)} B sha256:{hashlib.sha256(data).hexdigest()[:12]}"
-
-
-def _on_scheduled(event: Event, commands: list[RecordedCommand], _: list[RecordedResult]) -> None:
-    p = event.payload
-    commands.append(
-        RecordedCommand(
-            cmd=p["cmd"], seq=event.seq, kind="activity", name=p["name"], args=p["args"]
-        )
-    )
-
-
-def _on_marker(
-    event: Event, commands: list[RecordedCommand], results: list[RecordedResult]
-) -> None:
-    p = event.payload
-    commands.append(RecordedCommand(cmd=p["cmd"], seq=event.seq, kind=p["kind"], value=p["value"]))
-    results.append(RecordedResult(cmd=p["cmd"], seq=event.seq, value=p["value"]))
-
-
-def _on_completed(event: Event, _: list[RecordedCommand], results: list[RecordedResult]) -> None:
-    p = event.payload
-    results.append(RecordedResult(cmd=p["cmd"], seq=event.seq, value=p["result"]))
-
-
-def _on_failed(event: Event, _: list[RecordedCommand], results: list[RecordedResult]) -> None:
-    p = event.payload
-    error = ErrorInfo(type=p["error_type"], message=p["message"])
-    results.append(RecordedResult(cmd=p["cmd"], seq=event.seq, error=error))
-
-
-_PROJECT = {
-    EventType.ACTIVITY_SCHEDULED: _on_scheduled,
-    EventType.MARKER_RECORDED: _on_marker,
-    EventType.ACTIVITY_COMPLETED: _on_completed,
-    EventType.ACTIVITY_FAILED: _on_failed,
-}
-
-
-def project(events: Sequence[Event]) -> Projection:
-    """Split a history into recorded commands (by index) and results (in history order)."""
-    commands: list[RecordedCommand] = []
-    results: list[RecordedResult] = []
-    for event in events:
-        handler = _PROJECT.get(event.type)
-        if handler is not None:
-            handler(event, commands, results)
-    for index, command in enumerate(commands):
-        if command.cmd != index:
-            raise CorruptHistory(f"command {index} is recorded with index {command.cmd}")
-    return Projection(
-        commands=tuple(commands),
-        results=tuple(results),
-        last_seq=events[-1].seq if events else 0,
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,16 +77,66 @@ class WorkflowStep:
     result: bytes | None
     error: ErrorInfo | None
     stats: ActivationStats
+    reactivate: bool = False
+    """A new signal wait can already be served from a buffered signal: activate again."""
+
+
+def _fingerprint(data: bytes) -> str:
+    return f"{len(data)} B sha256:{hashlib.sha256(data).hexdigest()[:12]}"
+
+
+def _describe_recorded(command: RecordedCommand) -> str:
+    if command.kind == "activity":
+        return f"activity {command.name!r} (args {_fingerprint(command.args)})"
+    if command.kind == "signal":
+        return f"signal {command.name!r}"
+    if command.kind == "child":
+        return f"child {command.name!r} id {command.value!r} (input {_fingerprint(command.args)})"
+    if command.kind == "random" and isinstance(command.value, bytes):
+        return f"random ({len(command.value)} bytes)"
+    return f"{command.kind} {command.value!r}"
+
+
+def _describe_issued(command: Command | None) -> str:
+    match command:
+        case None:
+            return "nothing (the workflow stopped before reaching it)"
+        case ScheduleActivity(name=name, args=args):
+            return f"activity {name!r} (args {_fingerprint(args)})"
+        case AwaitSignal(name=name):
+            return f"signal {name!r}"
+        case StartChild(workflow_type=kind, workflow_id=wid, input=data):
+            return f"child {kind!r} id {wid!r} (input {_fingerprint(data)})"
+        case RecordRandom(value=value):
+            return f"random ({len(value)} bytes)"
+        case RecordNow(value=value):
+            return f"now {value!r}"
+        case StartTimer(duration_ms=ms):
+            return f"timer {ms!r}"
+        case CancelTimer(timer_cmd=target):
+            return f"cancel_timer {target!r}"
+    raise AssertionError(command)
 
 
 def _matches(recorded: RecordedCommand, issued: Command) -> bool:
     if recorded.kind != command_kind(issued):
         return False
-    if isinstance(issued, ScheduleActivity):
-        return recorded.name == issued.name and recorded.args == issued.args
-    # A replayed now/random must hand back exactly the recorded value: a guest that reads the
-    # clock or draws randomness afresh while replaying diverges here.
-    return recorded.value == issued.value
+    match issued:
+        case ScheduleActivity(name=name, args=args):
+            return recorded.name == name and recorded.args == args
+        case AwaitSignal(name=name):
+            return recorded.name == name
+        case StartChild(workflow_type=kind, workflow_id=wid, input=data):
+            return recorded.name == kind and recorded.value == wid and recorded.args == data
+        case StartTimer(duration_ms=ms):
+            return recorded.value == ms
+        case CancelTimer(timer_cmd=target):
+            return recorded.value == target
+        case RecordNow(value=value) | RecordRandom(value=value):
+            # A replayed now/random must hand back exactly the recorded value: a guest that
+            # reads the clock or draws randomness afresh while replaying diverges here.
+            return recorded.value == value
+    raise AssertionError(issued)
 
 
 def _host_values(
@@ -207,9 +163,16 @@ def _host_values(
                     run_id=activation.run_id,
                     digest=activation.digest,
                 )
-            command = RecordNow(value=value) if kind == "now" else RecordRandom(value=value)  # type: ignore[arg-type]
+            command = (
+                RecordNow(value=value)  # type: ignore[arg-type]
+                if kind == "now"
+                else RecordRandom(value=value)  # type: ignore[arg-type]
+            )
         fixed.append(command)
     return tuple(fixed)
+
+
+_AWAITABLE = (ScheduleActivity, StartTimer, AwaitSignal, StartChild)
 
 
 def _check_new_commands(
@@ -230,17 +193,23 @@ def _check_new_commands(
             f" {MAX_NEW_COMMANDS}"
         )
     exported = sandbox.activities(activation.digest)
-    for command in new_commands:
+    first_new = len(projection.commands)
+    for offset, command in enumerate(new_commands):
         if isinstance(command, ScheduleActivity) and command.name not in exported:
             raise violation(
                 f"scheduled activity {command.name[:128]!r}, which the module does not export"
             )
+        if isinstance(command, CancelTimer) and not (
+            0 <= command.timer_cmd < first_new + offset
+            and isinstance(outcome.commands[command.timer_cmd], StartTimer)
+        ):
+            raise violation(f"cancel_timer names command {command.timer_cmd}, which is no timer")
     if outcome.status is WorkflowStatus.SUSPENDED:
-        resolved = {r.cmd for r in projection.results}
+        resolved = projection.resolved()
         pending = [
             i
             for i, c in enumerate(outcome.commands)
-            if isinstance(c, ScheduleActivity) and i not in resolved
+            if isinstance(c, _AWAITABLE) and i not in resolved
         ]
         if not pending:
             raise violation("suspended although every command it issued has its result")
@@ -273,16 +242,18 @@ def check_determinism(
         )
 
 
-def activate_workflow(sandbox: Sandbox, activation: WorkflowActivation) -> WorkflowStep:
-    """Replay the run through its module and return what to append. Raises `GuestFault`s."""
-    projection = project(activation.events)
+def _run(
+    sandbox: Sandbox, activation: WorkflowActivation, projection: Projection, query: str | None
+) -> RawOutput:
     envelope = encode_workflow_input(
         run_id=activation.run_id,
         workflow=activation.workflow_type,
         input=activation.input,
         results=projection.results,
+        cancel=projection.cancel,
+        query=query,
     )
-    raw = sandbox.run(
+    return sandbox.run(
         ActivationRequest(
             kind=ActivationKind.WORKFLOW,
             digest=activation.digest,
@@ -291,15 +262,12 @@ def activate_workflow(sandbox: Sandbox, activation: WorkflowActivation) -> Workf
             run_id=activation.run_id,
             step=len(projection.commands),
             limits=activation.limits,
+            query=query is not None,
         )
     )
-    stats = ActivationStats(
-        fuel_used=raw.fuel_used,
-        memory_bytes=raw.memory_bytes,
-        host_calls=raw.host_calls,
-        duration_s=raw.duration_s,
-        logs=raw.logs,
-    )
+
+
+def _decode(raw: RawOutput, activation: WorkflowActivation) -> WorkflowOutcome:
     try:
         outcome = decode_workflow_output(raw.envelope)
     except MalformedEnvelope as exc:
@@ -317,10 +285,20 @@ def activate_workflow(sandbox: Sandbox, activation: WorkflowActivation) -> Workf
             run_id=activation.run_id,
             digest=activation.digest,
         )
+    return outcome
+
+
+def activate_workflow(sandbox: Sandbox, activation: WorkflowActivation) -> WorkflowStep:
+    """Replay the run through its module and return what to append. Raises `GuestFault`s."""
+    projection = project(activation.events)
+    raw = _run(sandbox, activation, projection, None)
+    outcome = _decode(raw, activation)
     check_determinism(activation, projection, outcome)
     first_new = len(projection.commands)
     new_commands = _host_values(outcome.commands[first_new:], raw, activation)
     _check_new_commands(sandbox, activation, projection, outcome, new_commands)
+    waits = [c.name for c in new_commands if isinstance(c, AwaitSignal)]
+    reactivate = any(projection.buffered_signals.get(name, 0) for name in waits)
     return WorkflowStep(
         expected_last_seq=projection.last_seq,
         first_new_cmd=first_new,
@@ -328,5 +306,46 @@ def activate_workflow(sandbox: Sandbox, activation: WorkflowActivation) -> Workf
         status=outcome.status,
         result=outcome.result,
         error=outcome.error,
-        stats=stats,
+        stats=ActivationStats(
+            fuel_used=raw.fuel_used,
+            memory_bytes=raw.memory_bytes,
+            host_calls=raw.host_calls,
+            duration_s=raw.duration_s,
+            logs=raw.logs,
+        ),
+        reactivate=reactivate,
     )
+
+
+class QueryNotPublished(AbiViolation):
+    """The workflow never published a value under the queried name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryResult:
+    """The value a query answers with, and how the replay behind it ended."""
+
+    value: bytes
+    ended: str
+    """suspended, completed, failed, ... or the failure reason if the replay faulted."""
+
+
+def answer_query(sandbox: Sandbox, activation: WorkflowActivation, name: str) -> QueryResult:
+    """Replay the run and answer with the last value it published under `name`.
+
+    Nothing is appended. A replay that faults half-way still answers from what was published
+    before the fault, so a stuck or failing run can be inspected.
+    """
+    projection = project(activation.events)
+    try:
+        raw = _run(sandbox, activation, projection, name)
+        published, ended = raw.published, _decode(raw, activation).status.value
+    except GuestFault as fault:
+        published, ended = fault.published, fault.reason.value
+    if name not in published:
+        raise QueryNotPublished(
+            f"the workflow published nothing under {name!r} (its replay ended: {ended})",
+            run_id=activation.run_id,
+            digest=activation.digest,
+        )
+    return QueryResult(value=published[name], ended=ended)

@@ -1,47 +1,61 @@
-"""The application-facing side of the engine: start runs and look at them."""
+"""The application-facing side of the engine: start runs, talk to them, and look at them."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from psycopg import errors as pgerrors
 
-from abi import InvalidInput
+from abi import Conflict, InvalidInput, RetryableError
 from history import (
     TASKS_CHANNEL,
     Cursor,
     Database,
+    Discarded,
     Event,
     EventType,
     FailureRecord,
     NewEvent,
-    NewRun,
     NewTask,
     Run,
     RunNotFound,
     RunQuery,
     Task,
     TaskKind,
+    Timer,
+    TimerKind,
     WorkflowIdInUse,
     append_events_txn,
+    claim_signal_id_txn,
+    delete_task_txn,
     enqueue_task_txn,
     get_run_by_workflow_id_txn,
     get_run_txn,
-    insert_run_txn,
+    get_task_txn,
+    insert_timer_txn,
     list_runs_txn,
+    mark_cancel_requested_txn,
     notify_txn,
     read_events_txn,
+    record_discarded_txn,
+    run_discarded_txn,
     run_failures_txn,
     run_tasks_txn,
+    run_timers_txn,
+    set_next_cmd_txn,
+    take_query_answer_txn,
+    workflow_timer_id,
 )
 from versions import resolve_version_txn
 
-from ._clock import Clock
+from ._clock import Clock, from_ms
 from ._errors import PayloadTooLarge
-from ._ids import new_run_id
+from ._lifecycle import Lifecycle, RunSpec, Wake
 from ._notify import Notifier
+from ._projection import project
 from ._settings import EngineSettings
 
 DEFAULT_TENANT = "default"
@@ -50,7 +64,28 @@ _RUN_RECHECK_S = 5.0
 """A waiter re-reads its run this often even without a notification."""
 MAX_HISTORY_PAGE = 10_000
 """Events returned by one history read; page with `after_seq`."""
-"""A waiter re-reads its run this often even without a notification."""
+
+
+class RunClosed(Conflict):
+    """The run has closed: it takes no more signals or cancellations."""
+
+
+class QueryFailed(Conflict):
+    """The query could not be answered (see its type: the replay's failure or no value)."""
+
+
+class QueryTimedOut(RetryableError):
+    """No worker answered the query in time (none running, or all busy)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignalRequest:
+    """A signal to deliver: buffered in history until the workflow waits for it."""
+
+    name: str
+    payload: bytes
+    request_id: str = ""
+    """Deduplication key: a second delivery with the same id changes nothing."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +100,10 @@ class StartRequest:
     version: str = ""
     """Digest or prefix to pin; default: the type's current version."""
     queue: str = ""
+    execution_timeout_ms: int = 0
+    """Close the run as timed out after this long (0: never)."""
+    signal: SignalRequest | None = None
+    """Signal-with-start: deliver this signal, starting the run first if needed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +112,7 @@ class StartResult:
 
     run: Run
     already_started: bool
+    signalled: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +122,21 @@ class RunDescription:
     run: Run
     tasks: tuple[Task, ...]
     recent_failures: tuple[FailureRecord, ...]
+    timers: tuple[Timer, ...] = ()
+    discarded: tuple[Discarded, ...] = ()
+    """Deliveries recorded for audit but not applied (duplicates, late reports)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignalResult:
+    seq: int
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryAnswerValue:
+    value: bytes
+    ended: str
 
 
 def _check_name(label: str, value: str) -> None:
@@ -90,7 +145,10 @@ def _check_name(label: str, value: str) -> None:
 
 
 class RunService:
-    """Start, describe, list and wait for runs. Public methods own their transactions."""
+    """Start, signal, query, cancel, terminate, reset, describe, list and wait for runs.
+
+    Public methods own their transactions.
+    """
 
     def __init__(
         self, db: Database, clock: Clock, settings: EngineSettings, notifier: Notifier | None
@@ -99,6 +157,9 @@ class RunService:
         self._clock = clock
         self._settings = settings
         self._notifier = notifier
+        self._life = Lifecycle(clock, settings)
+
+    # -- starting -----------------------------------------------------------------------------
 
     def start(self, request: StartRequest) -> StartResult:
         """Create the run, its first event and its first workflow task, in one transaction."""
@@ -106,90 +167,340 @@ class RunService:
         _check_name("tenant", request.tenant)
         if request.workflow_id:
             _check_name("workflow id", request.workflow_id)
-        if len(request.input) > self._settings.max_payload_bytes:
-            raise PayloadTooLarge(
-                f"input is {len(request.input)} bytes; the limit is"
-                f" {self._settings.max_payload_bytes}"
-            )
-        run_id = new_run_id()
-        queue = request.queue or self._settings.default_queue
-        workflow_id = request.workflow_id or run_id
+        self._check_payload("input", request.input)
+        if request.signal is not None:
+            self._check_signal(request.signal)
+        if request.execution_timeout_ms < 0:
+            raise InvalidInput("execution timeout must not be negative")
+        spec = RunSpec(
+            tenant=request.tenant,
+            workflow_id="",
+            workflow_type=request.workflow_type,
+            digest="",
+            queue=request.queue or self._settings.default_queue,
+            input=request.input,
+            execution_timeout_ms=request.execution_timeout_ms or None,
+        )
+        workflow_id = request.workflow_id or spec.run_id
 
-        def txn(cur: Cursor) -> StartResult:
+        def txn(cur: Cursor) -> tuple[StartResult, list[Wake]]:
             existing = get_run_by_workflow_id_txn(cur, request.tenant, workflow_id)
             if existing is not None:
-                return StartResult(run=self._same_start(existing, request), already_started=True)
+                first = get_run_by_workflow_id_txn(cur, request.tenant, workflow_id, first=True)
+                if request.signal is not None and not existing.status.closed:
+                    wakes = self._signal_txn(cur, existing, request.signal)[1]
+                    return StartResult(run=existing, already_started=True, signalled=True), wakes
+                self._same_start(first or existing, request)
+                return StartResult(run=existing, already_started=True), []
             digest = resolve_version_txn(cur, request.workflow_type, request.version or None)
-            now = self._clock.now()
-            insert_run_txn(
+            run, wakes = self._life.create_run_txn(
                 cur,
-                NewRun(
-                    run_id=run_id,
+                RunSpec(
+                    run_id=spec.run_id,
                     tenant=request.tenant,
                     workflow_id=workflow_id,
                     workflow_type=request.workflow_type,
                     digest=digest,
-                    queue=queue,
+                    queue=spec.queue,
                     input=request.input,
-                    created_at=now,
+                    execution_timeout_ms=spec.execution_timeout_ms,
                 ),
             )
-            started = NewEvent(
-                type=EventType.RUN_STARTED,
-                payload={
-                    "workflow_type": request.workflow_type,
-                    "workflow_id": workflow_id,
-                    "tenant": request.tenant,
-                    "input": request.input,
-                },
-                digest=digest,
-            )
-            append_events_txn(cur, run_id, [started], expected_last_seq=0, now=now)
-            enqueue_task_txn(
-                cur,
-                NewTask(
-                    run_id=run_id,
-                    kind=TaskKind.WORKFLOW,
-                    queue=queue,
-                    name=request.workflow_type,
-                    digest=digest,
-                    visible_at=now,
-                    max_attempts=0,
-                ),
-                now,
-            )
-            notify_txn(cur, TASKS_CHANNEL, queue)
-            run = get_run_txn(cur, run_id)
-            assert run is not None
-            return StartResult(run=run, already_started=False)
+            signalled = False
+            if request.signal is not None:
+                wakes += self._signal_txn(cur, run, request.signal)[1]
+                signalled = True
+            return StartResult(run=run, already_started=False, signalled=signalled), wakes
 
         for _ in range(3):
             try:
-                result = self._db.run(txn)
+                result, wakes = self._db.run(txn)
                 break
-            except pgerrors.UniqueViolation:
+            except (pgerrors.UniqueViolation, WorkflowIdInUse):
                 continue  # a concurrent start took the workflow id; the retry returns its run
         else:
             raise WorkflowIdInUse(f"workflow id {workflow_id!r} is being started concurrently")
-        if not result.already_started and self._notifier is not None:
-            self._notifier.poke_tasks(queue)
+        self._poke(wakes)
         return result
 
     @staticmethod
-    def _same_start(existing: Run, request: StartRequest) -> Run:
+    def _same_start(existing: Run, request: StartRequest) -> None:
         if existing.workflow_type != request.workflow_type or existing.input != request.input:
             raise WorkflowIdInUse(
                 f"workflow id {existing.workflow_id!r} is already used by run {existing.run_id}"
                 f" ({existing.workflow_type}) with a different type or input"
             )
-        return existing
+
+    def _check_payload(self, what: str, payload: bytes) -> None:
+        if len(payload) > self._settings.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"{what} is {len(payload)} bytes; the limit is {self._settings.max_payload_bytes}"
+            )
+
+    def _check_signal(self, signal: SignalRequest) -> None:
+        _check_name("signal name", signal.name)
+        if signal.request_id:
+            _check_name("signal request id", signal.request_id)
+        self._check_payload("signal payload", signal.payload)
+
+    # -- talking to runs ----------------------------------------------------------------------
+
+    def signal(
+        self, ref: str, signal: SignalRequest, *, tenant: str = DEFAULT_TENANT
+    ) -> SignalResult:
+        """Deliver a signal (appended to history, buffered until the workflow waits for it).
+
+        A repeated `request_id` changes nothing and is recorded as a discarded delivery.
+        Raises `RunClosed` for a closed run.
+        """
+        self._check_signal(signal)
+
+        def txn(cur: Cursor) -> tuple[SignalResult, list[Wake]]:
+            run = _find_txn(cur, ref, tenant, for_update=True)
+            if run.status.closed:
+                raise RunClosed(f"run {run.run_id} is {run.status.value}; it takes no signals")
+            return self._signal_txn(cur, run, signal)
+
+        result, wakes = self._db.run(txn)
+        self._poke(wakes)
+        return result
+
+    def _signal_txn(
+        self, cur: Cursor, run: Run, signal: SignalRequest
+    ) -> tuple[SignalResult, list[Wake]]:
+        now = self._clock.now()
+        if signal.request_id and not claim_signal_id_txn(
+            cur, run.run_id, signal.request_id, run.last_seq + 1
+        ):
+            detail = f"signal {signal.name!r} request id {signal.request_id!r} delivered again"
+            record_discarded_txn(
+                cur,
+                Discarded(
+                    run_id=run.run_id, kind="duplicate_signal", detail=detail, created_at=now
+                ),
+            )
+            return SignalResult(seq=0, duplicate=True), []
+        event = NewEvent(
+            type=EventType.SIGNAL_RECEIVED,
+            payload={
+                "name": signal.name,
+                "payload": signal.payload,
+                "request_id": signal.request_id,
+            },
+            digest=run.digest,
+        )
+        wakes = self._life.deliver_txn(cur, run, event)
+        refreshed = get_run_txn(cur, run.run_id)
+        assert refreshed is not None
+        return SignalResult(seq=refreshed.last_seq, duplicate=False), wakes
+
+    def cancel(self, ref: str, *, reason: str, by: str, tenant: str = DEFAULT_TENANT) -> bool:
+        """Request cancellation; returns whether it had already been requested.
+
+        The workflow sees it at its next await and may compensate before it closes.
+        """
+
+        def txn(cur: Cursor) -> tuple[bool, list[Wake]]:
+            run = _find_txn(cur, ref, tenant, for_update=True)
+            if run.status.closed:
+                raise RunClosed(f"run {run.run_id} is already {run.status.value}")
+            wakes, already = self._life.request_cancel_txn(cur, run, reason, by)
+            return already, wakes
+
+        already, wakes = self._db.run(txn)
+        self._poke(wakes)
+        return already
+
+    def terminate(self, ref: str, *, reason: str, by: str, tenant: str = DEFAULT_TENANT) -> Run:
+        """Close a run at once, recording who and why (no workflow code runs)."""
+
+        def txn(cur: Cursor) -> tuple[Run, list[Wake]]:
+            run = _find_txn(cur, ref, tenant, for_update=True)
+            if run.status.closed:
+                raise RunClosed(f"run {run.run_id} is already {run.status.value}")
+            wakes = self._life.terminate_txn(cur, run, reason, by)
+            closed = get_run_txn(cur, run.run_id)
+            assert closed is not None
+            return closed, wakes
+
+        run, wakes = self._db.run(txn)
+        self._poke(wakes)
+        return run
+
+    def reset(
+        self, ref: str, *, to_event: int, reason: str, by: str, tenant: str = DEFAULT_TENANT
+    ) -> Run:
+        """Start a new run that replays this run's history up to event `to_event` and goes on
+        from there. The old run is terminated if still open; both are linked by events."""
+
+        def txn(cur: Cursor) -> tuple[Run, list[Wake]]:
+            old = _find_txn(cur, ref, tenant, for_update=True)
+            if not 1 <= to_event <= old.last_seq:
+                raise InvalidInput(f"--to-event must be between 1 and {old.last_seq}")
+            events = read_events_txn(cur, old.run_id, limit=to_event)
+            prefix = [
+                NewEvent(type=e.type, payload=e.payload, digest=e.digest)
+                for e in events[1:]
+                if e.type not in _NOT_COPIED
+            ]
+            self._check_reset_prefix(events)
+            started = dict(events[0].payload)
+            spec = RunSpec(
+                tenant=old.tenant,
+                workflow_id=old.workflow_id,
+                workflow_type=old.workflow_type,
+                digest=old.digest,
+                queue=old.queue,
+                input=old.input,
+                new_chain=False,
+                parent_run_id=old.parent_run_id,
+                parent_cmd=old.parent_cmd,
+                parent_close_policy=old.parent_close_policy,
+                started={k: v for k, v in started.items() if k not in _STARTED_KEYS}
+                | {"reset_from": {"run_id": old.run_id, "seq": to_event}},
+                prefix=prefix,
+            )
+            new, wakes = self._life.create_run_txn(cur, spec)
+            wakes += self._restore_pending_txn(cur, new)
+            marker = NewEvent(
+                type=EventType.RUN_RESET,
+                payload={"new_run_id": new.run_id, "to_seq": to_event, "reason": reason, "by": by},
+                digest=old.digest,
+            )
+            append_events_txn(
+                cur, old.run_id, [marker], expected_last_seq=None, now=self._clock.now()
+            )
+            if not old.status.closed:
+                wakes += self._life.terminate_txn(cur, old, f"reset to run {new.run_id}", by)
+            fresh = get_run_txn(cur, new.run_id)
+            assert fresh is not None
+            return fresh, wakes
+
+        run, wakes = self._db.run(txn)
+        self._poke(wakes)
+        return run
+
+    @staticmethod
+    def _check_reset_prefix(events: Sequence[Event]) -> None:
+        projection = project(events)
+        resolved = projection.resolved()
+        for command in projection.commands:
+            if command.kind == "child" and command.cmd not in resolved:
+                raise InvalidInput(
+                    f"cannot reset to event {events[-1].seq}: child workflow of command"
+                    f" {command.cmd} is still open there (reset to before it started or after"
+                    " it ended)"
+                )
+
+    def _restore_pending_txn(self, cur: Cursor, run: Run) -> list[Wake]:
+        """Re-create the activity tasks and timers the copied history left outstanding."""
+        events = read_events_txn(cur, run.run_id)
+        projection = project(events)
+        resolved = projection.resolved()
+        by_cmd = {e.payload["cmd"]: e for e in events if "cmd" in e.payload}
+        wakes: list[Wake] = []
+        now = self._clock.now()
+        set_next_cmd_txn(cur, run.run_id, len(projection.commands))
+        for command in projection.commands:
+            if command.cmd in resolved:
+                continue
+            event = by_cmd.get(command.cmd)
+            if command.kind == "activity" and event is not None:
+                enqueue_task_txn(
+                    cur,
+                    NewTask(
+                        run_id=run.run_id,
+                        kind=TaskKind.ACTIVITY,
+                        queue=run.queue,
+                        name=command.name,
+                        digest=run.digest,
+                        visible_at=now,
+                        max_attempts=self._settings.activity_retry.max_attempts,
+                        cmd=command.cmd,
+                        args=command.args,
+                    ),
+                    now,
+                )
+                notify_txn(cur, TASKS_CHANNEL, run.queue)
+                wakes.append((TASKS_CHANNEL, run.queue))
+            elif command.kind == "timer" and event is not None:
+                insert_timer_txn(
+                    cur,
+                    Timer(
+                        run_id=run.run_id,
+                        timer_id=workflow_timer_id(command.cmd),
+                        kind=TimerKind.WORKFLOW,
+                        cmd=command.cmd,
+                        fire_at=from_ms(event.payload["fire_at_ms"]),
+                    ),
+                )
+        if projection.cancel is not None:
+            mark_cancel_requested_txn(
+                cur, run.run_id, projection.cancel.seq, projection.cancel.reason
+            )
+        return wakes
+
+    def query(
+        self, ref: str, name: str, *, timeout_s: float, tenant: str = DEFAULT_TENANT
+    ) -> QueryAnswerValue:
+        """Ask a worker to replay the run and answer with what it published under `name`.
+
+        Nothing is appended to the run. Raises `QueryTimedOut` if no worker answers in time and
+        `QueryFailed` if the run published nothing under that name.
+        """
+        _check_name("query name", name)
+
+        def enqueue(cur: Cursor) -> tuple[int, str]:
+            run = _find_txn(cur, ref, tenant)
+            now = self._clock.now()
+            task_id = enqueue_task_txn(
+                cur,
+                NewTask(
+                    run_id=run.run_id,
+                    kind=TaskKind.QUERY,
+                    queue=run.queue,
+                    name=name,
+                    digest=run.digest,
+                    visible_at=now,
+                    max_attempts=1,
+                ),
+                now,
+            )
+            assert task_id is not None
+            notify_txn(cur, TASKS_CHANNEL, run.queue)
+            return task_id, run.queue
+
+        task_id, queue = self._db.run(enqueue)
+        self._poke([(TASKS_CHANNEL, queue)])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            answer = self._db.run(lambda cur: take_query_answer_txn(cur, task_id))
+            if answer is not None:
+                if answer.error_type is not None:
+                    raise QueryFailed(f"{answer.error_type}: {answer.message}")
+                assert answer.result is not None
+                return QueryAnswerValue(value=answer.result, ended=answer.message or "")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self._db.run(lambda cur: _drop_query_txn(cur, task_id))
+                raise QueryTimedOut(f"no worker answered the query within {timeout_s:g} s")
+            self._wait_query(task_id, min(remaining, 0.5))
+
+    def _wait_query(self, task_id: int, timeout: float) -> None:
+        if self._notifier is None:
+            time.sleep(min(timeout, 0.02))
+            return
+        with self._notifier.watch_query(str(task_id)) as watch:
+            watch.wait(watch.generation, timeout)
+
+    # -- looking at runs ----------------------------------------------------------------------
 
     def get(self, ref: str, *, tenant: str = DEFAULT_TENANT) -> Run:
         """The run named by `ref` — a run id or a workflow id — in `tenant`, or `RunNotFound`."""
         return self._db.run(lambda cur: _find_txn(cur, ref, tenant))
 
     def describe(self, ref: str, *, tenant: str = DEFAULT_TENANT) -> RunDescription:
-        """The run with its open tasks and most recent failures (why is it stuck?)."""
+        """The run with its open tasks, timers, recent failures and discarded deliveries."""
 
         def txn(cur: Cursor) -> RunDescription:
             run = _find_txn(cur, ref, tenant)
@@ -197,6 +508,8 @@ class RunService:
                 run=run,
                 tasks=tuple(run_tasks_txn(cur, run.run_id)),
                 recent_failures=tuple(run_failures_txn(cur, run.run_id)),
+                timers=tuple(run_timers_txn(cur, run.run_id)),
+                discarded=tuple(run_discarded_txn(cur, run.run_id)),
             )
 
         return self._db.run(txn)
@@ -233,18 +546,40 @@ class RunService:
                     return run
                 watch.wait(seen, min(remaining, _RUN_RECHECK_S))
 
+    def _poke(self, wakes: Sequence[Wake]) -> None:
+        if self._notifier is None:
+            return
+        for channel, key in wakes:
+            if channel == TASKS_CHANNEL:
+                self._notifier.poke_tasks(key)
+            else:
+                self._notifier.poke_run(key)
 
-def _find_txn(cur: Cursor, ref: str, tenant: str) -> Run:
-    """A run by run id or, failing that, by workflow id, within one tenant."""
+
+_NOT_COPIED = frozenset({EventType.HISTORY_WARNING})
+_STARTED_KEYS = frozenset({"workflow_type", "workflow_id", "tenant", "input"})
+
+
+def _drop_query_txn(cur: Cursor, task_id: int) -> None:
+    task = get_task_txn(cur, task_id)
+    if task is not None and task.kind is TaskKind.QUERY:
+        delete_task_txn(cur, task_id)
+    take_query_answer_txn(cur, task_id)
+
+
+def _find_txn(cur: Cursor, ref: str, tenant: str, *, for_update: bool = False) -> Run:
+    """A run by run id or, failing that, by workflow id (its current run), within one tenant."""
     run: Run | None = None
     try:
         run_id = str(uuid.UUID(ref))
     except ValueError:
         run_id = ""
     if run_id:
-        run = get_run_txn(cur, run_id)
+        run = get_run_txn(cur, run_id, for_update=for_update)
     if run is None and ref and len(ref) <= MAX_ID_LENGTH:
         run = get_run_by_workflow_id_txn(cur, tenant, ref)
+        if run is not None and for_update:
+            run = get_run_txn(cur, run.run_id, for_update=True)
     if run is None or run.tenant != tenant:
         raise RunNotFound(ref)
     return run

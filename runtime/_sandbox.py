@@ -28,7 +28,8 @@ from ._faults import (
     ModuleUnavailable,
     OutOfFuel,
 )
-from ._host import ActivationKind, HostCalls, Suspended
+from ._host import ActivationKind, ActivityHost, HostCalls, Suspended
+from ._http import HttpPolicy
 
 _WASM_PAGE = 65536
 _U64 = (1 << 64) - 1
@@ -59,6 +60,10 @@ class ActivationRequest:
     run_id: str
     step: int | None
     limits: SandboxLimits
+    query: bool = False
+    """A query replay (logs dropped; see `HostCalls.query`)."""
+    activity: ActivityHost | None = None
+    """For activities: heartbeats, cancellation and the HTTP capability."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +79,8 @@ class RawOutput:
     memory_bytes: int
     host_calls: int
     duration_s: float
+    published: dict[str, bytes]
+    """Query values the workflow published during the activation."""
 
 
 @dataclass(slots=True)
@@ -118,6 +125,10 @@ class Sandbox:
         """The activity names a module version exports (loading it if needed)."""
         return self._load(digest).activities
 
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        """The HTTP allowlist a module version declares (loading it if needed)."""
+        return self._load(digest).http
+
     def run(self, request: ActivationRequest) -> RawOutput:
         """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
         with self._engine.activation_lock:
@@ -140,6 +151,8 @@ class Sandbox:
             clock=self._clock,
             deadline=started + limits.deadline_s,
             run_id=request.run_id,
+            query=request.query,
+            activity=request.activity,
         )
         store = wasmtime.Store(self._engine.engine)
         store.set_fuel(limits.fuel)
@@ -159,11 +172,13 @@ class Sandbox:
         except Suspended as signal:
             envelope, suspended = signal.envelope, True
         except GuestFault as fault:
-            raise self._contextual(type(fault), fault.detail, request, usage) from None
+            raise self._published(
+                self._contextual(type(fault), fault.detail, request, usage), state
+            ) from None
         except wasmtime.Trap as trap:
-            raise self._classify_trap(trap, request, usage) from None
+            raise self._published(self._classify_trap(trap, request, usage), state) from None
         except wasmtime.WasmtimeError as exc:
-            raise self._classify_error(exc, request, usage) from None
+            raise self._published(self._classify_error(exc, request, usage), state) from None
         finally:
             host.active = None
         return RawOutput(
@@ -175,6 +190,7 @@ class Sandbox:
             memory_bytes=usage.memory_bytes(),
             host_calls=state.calls,
             duration_s=time.monotonic() - started,
+            published=dict(state.published),
         )
 
     def _call(
@@ -210,6 +226,11 @@ class Sandbox:
         if out_ptr + out_len > memory.data_len(store):
             raise MalformedOutput(f"output [{out_ptr}, {out_ptr + out_len}) lies outside memory")
         return bytes(memory.read(store, out_ptr, out_ptr + out_len)), False
+
+    @staticmethod
+    def _published(fault: GuestFault, state: HostCalls) -> GuestFault:
+        fault.published = dict(state.published)  # a query still answers from these
+        return fault
 
     def _contextual(
         self, kind: type[GuestFault], detail: str, request: ActivationRequest, usage: _Usage

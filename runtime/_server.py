@@ -23,6 +23,7 @@ from ._runs_service import RunService
 from ._servicer import AmberServicer
 from ._settings import EngineSettings
 from ._tasks_service import TaskService
+from ._timers_service import TimerService
 from .api import amber_pb2_grpc as pb_grpc
 
 _log = logging.getLogger(__name__)
@@ -40,24 +41,36 @@ def migrate_all(db: Database) -> None:
 
 
 class _Sweeper(threading.Thread):
-    """Periodically turns expired leases back into pending work."""
+    """Periodically reclaims expired leases, enforces activity timeouts and fires due timers.
 
-    def __init__(self, tasks: TaskService, interval_s: float) -> None:
-        super().__init__(name="amber-lease-sweeper", daemon=True)
-        self._tasks = tasks
+    Every step is a conditional update in the database, so several servers can sweep at once.
+    """
+
+    def __init__(self, tasks: TaskService, timers: TimerService, interval_s: float) -> None:
+        super().__init__(name="amber-sweeper", daemon=True)
+        self._steps = (
+            ("expired leases", tasks.sweep_expired_leases),
+            ("activity timeouts", tasks.sweep_timeouts),
+            ("due timers", timers.fire_due),
+        )
         self._interval = interval_s
         self._stop = threading.Event()
 
     def run(self) -> None:
         while not self._stop.wait(self._interval):
+            self.sweep()
+
+    def sweep(self) -> None:
+        """One pass over every step (tests call this after moving a manual clock)."""
+        for what, step in self._steps:
             try:
-                reclaimed = self._tasks.sweep_expired_leases()
-                if reclaimed:
-                    _log.info("reclaimed %d expired lease(s)", reclaimed)
+                count = step()
+                if count:
+                    _log.info("swept %d %s", count, what)
             except RetryableError as exc:
-                _log.warning("lease sweep skipped: %s", exc)
+                _log.warning("sweep of %s skipped: %s", what, exc)
             except Exception:
-                _log.exception("lease sweep failed; will retry")
+                _log.exception("sweep of %s failed; will retry", what)
 
     def stop(self) -> None:
         self._stop.set()
@@ -81,6 +94,7 @@ class AmberServer:
         self.notifier = Notifier(db)
         self.runs = RunService(db, self.clock, self.settings, self.notifier)
         self.tasks = TaskService(db, self.clock, self.settings, self.notifier)
+        self.timers = TimerService(db, self.clock, self.settings, self.notifier)
         self.registry = versions.VersionRegistry(db)
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
@@ -96,7 +110,9 @@ class AmberServer:
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen
-        self._sweeper = _Sweeper(self.tasks, self.settings.sweep_interval.total_seconds())
+        self._sweeper = _Sweeper(
+            self.tasks, self.timers, self.settings.sweep_interval.total_seconds()
+        )
         self.port = 0
 
     def start(self) -> int:
@@ -109,6 +125,10 @@ class AmberServer:
         self._grpc.start()
         self._sweeper.start()
         return self.port
+
+    def sweep(self) -> None:
+        """Run one sweep now (leases, activity timeouts, timers) instead of waiting for it."""
+        self._sweeper.sweep()
 
     def wait(self) -> None:
         self._grpc.wait_for_termination()

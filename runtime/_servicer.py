@@ -12,13 +12,13 @@ from typing import Any, TypeVar
 import grpc
 
 from abi import AmberError, InvalidInput
-from history import RunQuery, RunStatus
+from history import QueryAnswer, RunQuery, RunStatus
 from versions import VersionRegistry
 
 from . import _mapping as m
 from ._clock import Clock, to_ms
 from ._notify import Notifier
-from ._runs_service import DEFAULT_TENANT, RunService, StartRequest
+from ._runs_service import DEFAULT_TENANT, RunService, SignalRequest, StartRequest
 from ._status import ERROR_TYPE_KEY, status_of
 from ._tasks_service import Claim, TaskService
 from .api import amber_pb2 as pb
@@ -86,11 +86,74 @@ class AmberServicer(pb_grpc.AmberServicer):
                 workflow_id=request.workflow_id,
                 version=request.version,
                 queue=request.queue,
+                execution_timeout_ms=request.execution_timeout_ms,
+                signal=SignalRequest(
+                    name=request.signal_name,
+                    payload=request.signal_payload,
+                    request_id=request.signal_request_id,
+                )
+                if request.signal_name
+                else None,
             )
         )
         return pb.StartRunResponse(
-            run=m.run_to_pb(result.run), already_started=result.already_started
+            run=m.run_to_pb(result.run),
+            already_started=result.already_started,
+            signalled=result.signalled,
         )
+
+    @_rpc
+    def SignalRun(self, request: pb.SignalRunRequest, context: Any) -> pb.SignalRunResponse:
+        signal = SignalRequest(
+            name=request.name, payload=request.payload, request_id=request.request_id
+        )
+        result = self._runs.signal(request.run_id, signal, tenant=request.tenant or DEFAULT_TENANT)
+        return pb.SignalRunResponse(seq=result.seq, duplicate=result.duplicate)
+
+    @_rpc
+    def QueryRun(self, request: pb.QueryRunRequest, context: Any) -> pb.QueryRunResponse:
+        wait = _wait_s(request.wait_ms, MAX_POLL_WAIT_S) if request.wait_ms else 10.0
+        answer = self._runs.query(
+            request.run_id, request.name, timeout_s=wait, tenant=request.tenant or DEFAULT_TENANT
+        )
+        return pb.QueryRunResponse(result=answer.value, ended=answer.ended)
+
+    @_rpc
+    def CancelRun(self, request: pb.CancelRunRequest, context: Any) -> pb.CancelRunResponse:
+        already = self._runs.cancel(
+            request.run_id,
+            reason=request.reason,
+            by=request.operator or "api",
+            tenant=request.tenant or DEFAULT_TENANT,
+        )
+        return pb.CancelRunResponse(already_requested=already)
+
+    @_rpc
+    def TerminateRun(
+        self, request: pb.TerminateRunRequest, context: Any
+    ) -> pb.TerminateRunResponse:
+        if not request.reason:
+            raise InvalidInput("terminating a run needs a reason")
+        self._runs.terminate(
+            request.run_id,
+            reason=request.reason,
+            by=request.operator or "api",
+            tenant=request.tenant or DEFAULT_TENANT,
+        )
+        return pb.TerminateRunResponse()
+
+    @_rpc
+    def ResetRun(self, request: pb.ResetRunRequest, context: Any) -> pb.ResetRunResponse:
+        if not request.reason:
+            raise InvalidInput("resetting a run needs a reason")
+        run = self._runs.reset(
+            request.run_id,
+            to_event=request.to_event,
+            reason=request.reason,
+            by=request.operator or "api",
+            tenant=request.tenant or DEFAULT_TENANT,
+        )
+        return pb.ResetRunResponse(run=m.run_to_pb(run))
 
     @_rpc
     def DescribeRun(self, request: pb.DescribeRunRequest, context: Any) -> pb.DescribeRunResponse:
@@ -211,9 +274,11 @@ class AmberServicer(pb_grpc.AmberServicer):
         elif which == "activity":
             outcome = m.activity_completion_from_pb(request.activity)
             claimed = self._tasks.complete_activity(
-                task_id=request.task_id, fencing=request.fencing, outcome=outcome,
+                task_id=request.task_id,
+                fencing=request.fencing,
+                outcome=outcome,
                 claim_next=claim,
-            )  # fmt: skip
+            )
         else:
             raise InvalidInput("CompleteTask needs a workflow or an activity completion")
         return pb.CompleteTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
@@ -231,5 +296,24 @@ class AmberServicer(pb_grpc.AmberServicer):
 
     @_rpc
     def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
-        until = self._tasks.heartbeat(task_id=request.task_id, fencing=request.fencing)
-        return pb.HeartbeatResponse(lease_expires_ms=to_ms(until))
+        ack = self._tasks.heartbeat(
+            task_id=request.task_id,
+            fencing=request.fencing,
+            details=request.details if request.has_details else None,
+        )
+        return pb.HeartbeatResponse(
+            lease_expires_ms=to_ms(ack.lease_expires_at), cancel_requested=ack.cancel_requested
+        )
+
+    @_rpc
+    def CompleteQuery(
+        self, request: pb.CompleteQueryRequest, context: Any
+    ) -> pb.CompleteQueryResponse:
+        if request.HasField("error"):
+            answer = QueryAnswer(
+                result=None, error_type=request.error.type, message=request.error.message
+            )
+        else:
+            answer = QueryAnswer(result=request.result, message=request.ended)
+        self._tasks.complete_query(task_id=request.task_id, fencing=request.fencing, answer=answer)
+        return pb.CompleteQueryResponse()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from abi import RetryOptions
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
@@ -16,10 +18,37 @@ class RetryPolicy:
     max_attempts: int = 5
     """Activities only; 0 means unlimited. Workflow tasks retry until issue #5's poison policy."""
 
+    non_retryable: tuple[str, ...] = ()
+    """Error types that fail the activity at once."""
+
     def delay(self, attempt: int) -> timedelta:
         """The wait before attempt `attempt + 1`, after attempt `attempt` failed."""
         factor = self.coefficient ** max(attempt - 1, 0)
         return min(self.initial * factor, self.maximum)
+
+    def overlay(self, options: RetryOptions) -> RetryPolicy:
+        """This policy with an activity's own retry options on top (Temporal's defaults: the
+        maximum interval is 100 × the initial one unless given)."""
+        initial = (
+            self.initial
+            if options.initial_ms is None
+            else timedelta(milliseconds=options.initial_ms)
+        )
+        if options.max_interval_ms is not None:
+            maximum = timedelta(milliseconds=options.max_interval_ms)
+        elif options.initial_ms is not None:
+            maximum = initial * 100
+        else:
+            maximum = self.maximum
+        return RetryPolicy(
+            initial=initial,
+            coefficient=self.coefficient if options.coefficient is None else options.coefficient,
+            maximum=maximum,
+            max_attempts=self.max_attempts
+            if options.max_attempts is None
+            else options.max_attempts,
+            non_retryable=options.non_retryable or self.non_retryable,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,4 +63,10 @@ class EngineSettings:
     """Inputs, arguments and results above this are refused before anything is written."""
     default_queue: str = "main"
     sweep_interval: timedelta = timedelta(seconds=1)
-    """How often the server looks for expired leases."""
+    """How often the server looks for expired leases, timeouts and due timers."""
+    history_warn_events: int = 10_240
+    history_fail_events: int = 51_200
+    history_warn_bytes: int = 10 * 1024 * 1024
+    history_fail_bytes: int = 50 * 1024 * 1024
+    """A run whose history passes a warn limit gets one HistoryWarning event; past a fail limit
+    it fails with `amber.HistoryLimitExceeded` (Temporal's limits: 10,240 / 51,200 events)."""

@@ -16,6 +16,7 @@ from versions import (
 )
 
 from ._errors import PayloadTooLarge
+from ._runs_service import QueryFailed, QueryTimedOut, RunClosed
 
 ERROR_TYPE_KEY = "amber-error-type"
 
@@ -27,6 +28,9 @@ _BY_NAME: dict[str, type[AmberError]] = {
         InvalidInput,
         InvalidModule,
         LeaseLost,
+        QueryFailed,
+        QueryTimedOut,
+        RunClosed,
         ModuleTooLarge,
         NotFound,
         PayloadTooLarge,

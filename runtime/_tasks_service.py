@@ -1,30 +1,30 @@
 """The worker-facing side of the engine: lease tasks, record their outcomes, reclaim leases.
 
-Every method is one transaction (through `Database.run`) composed of `history` helpers, so an
-outcome and its consequences — events appended, the next task enqueued, the finished task
-deleted, the failure counted — commit together or not at all.
+Every method is one transaction (through `Database.run`) composed of `history` helpers and the
+`Lifecycle` steps, so an outcome and its consequences — events appended, the next task
+enqueued, the finished task deleted, the failure counted — commit together or not at all.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+
+import msgpack
 
 from abi import (
     NAME,
     ActivityOutcome,
     ActivityStatus,
-    Command,
     ErrorInfo,
     InvalidInput,
     ScheduleActivity,
     WorkflowStatus,
-    command_kind,
+    parse_activity_options,
 )
 from history import (
-    RUNS_CHANNEL,
+    QUERIES_CHANNEL,
     TASKS_CHANNEL,
     Cursor,
     Database,
@@ -33,38 +33,40 @@ from history import (
     FailureRecord,
     LeaseLost,
     NewEvent,
-    NewTask,
+    QueryAnswer,
     Requeue,
     Run,
     RunClosing,
     RunStatus,
     Task,
     TaskKind,
+    TaskState,
     VersionConflict,
     advance_commands_txn,
     append_events_txn,
     claim_task_txn,
-    close_run_txn,
-    delete_run_tasks_txn,
     delete_task_txn,
-    enqueue_task_txn,
     expired_leases_txn,
     extend_lease_txn,
     get_run_txn,
     lock_leased_task_txn,
     next_visible_txn,
     notify_txn,
+    put_query_answer_txn,
     read_events_txn,
     record_failure_txn,
     requeue_task_txn,
+    timed_out_tasks_txn,
 )
 
 from ._clock import Clock
 from ._errors import PayloadTooLarge
 from ._faults import FailureReason
+from ._ids import new_run_id
+from ._lifecycle import Lifecycle, NewCommand, RunSpec, Wake, closing_event
 from ._notify import Notifier
 from ._replay import MAX_NEW_COMMANDS
-from ._settings import EngineSettings
+from ._settings import EngineSettings, RetryPolicy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,15 +76,7 @@ class ClaimedTask:
     task: Task
     run: Run
     events: tuple[Event, ...] = ()
-    """The run's full history (workflow tasks only)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewCommand:
-    """A command a workflow issued beyond what history records, with its index."""
-
-    cmd: int
-    command: Command
+    """The run's full history (workflow and query tasks)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +87,10 @@ class WorkflowCompletion:
     commands: tuple[NewCommand, ...]
     status: WorkflowStatus
     result: bytes | None = None
+    """The result when completed; the new run's input when continuing as new."""
     error: ErrorInfo | None = None
+    reactivate: bool = False
+    """Activate the workflow again at once (a buffered signal can be delivered)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,10 +113,6 @@ class Claim:
     worker: str
 
 
-Wake = tuple[str, str]
-"""(channel, key) to poke once the transaction has committed."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FailedAttempt:
     """One failed attempt of a leased task, with how to treat it."""
@@ -132,6 +125,14 @@ class FailedAttempt:
     worker: str | None = None
     immediate: bool = False
     """Requeue a workflow task without backoff (its worker was lost, the code did not fail)."""
+    timeout: str | None = None
+    """The attempt timed out this way (start_to_close, heartbeat)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatAck:
+    lease_expires_at: datetime
+    cancel_requested: bool
 
 
 def idempotency_key(run_id: str, cmd: int) -> str:
@@ -139,21 +140,16 @@ def idempotency_key(run_id: str, cmd: int) -> str:
     return f"{run_id}/{cmd}"
 
 
-def _command_event(cmd: int, command: Command, digest: str, max_attempts: int) -> NewEvent:
-    if isinstance(command, ScheduleActivity):
-        payload = {
-            "cmd": cmd,
-            "name": command.name,
-            "args": command.args,
-            "max_attempts": max_attempts,
-        }
-        return NewEvent(type=EventType.ACTIVITY_SCHEDULED, payload=payload, digest=digest)
-    payload = {"cmd": cmd, "kind": command_kind(command), "value": command.value}
-    return NewEvent(type=EventType.MARKER_RECORDED, payload=payload, digest=digest)
+_STATUS_CLOSING = {
+    WorkflowStatus.COMPLETED: RunStatus.COMPLETED,
+    WorkflowStatus.FAILED: RunStatus.FAILED,
+    WorkflowStatus.CANCELLED: RunStatus.CANCELLED,
+    WorkflowStatus.CONTINUE_AS_NEW: RunStatus.CONTINUED_AS_NEW,
+}
 
 
 class TaskService:
-    """Lease, complete, fail and heartbeat tasks; reclaim expired leases."""
+    """Lease, complete, fail and heartbeat tasks; reclaim expired leases; enforce timeouts."""
 
     def __init__(
         self, db: Database, clock: Clock, settings: EngineSettings, notifier: Notifier | None
@@ -162,12 +158,12 @@ class TaskService:
         self._clock = clock
         self._settings = settings
         self._notifier = notifier
+        self._life = Lifecycle(clock, settings)
 
     # -- leasing -----------------------------------------------------------------------------
 
     def claim(self, *, queue: str, worker: str) -> ClaimedTask | None:
         """Lease the next visible task of `queue`, or None."""
-
         return self._db.run(lambda cur: self._claim_txn(cur, Claim(queue=queue, worker=worker)))
 
     def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
@@ -179,7 +175,7 @@ class TaskService:
             if task is None:
                 return None
             run = get_run_txn(cur, task.run_id)
-            if run is None or run.status.closed:
+            if run is None or (run.status.closed and task.kind is not TaskKind.QUERY):
                 delete_task_txn(cur, task.task_id)  # leftover of a closed run
                 continue
             if task.kind is TaskKind.ACTIVITY:
@@ -204,13 +200,23 @@ class TaskService:
         """When the queue's next pending task becomes visible (None: nothing pending)."""
         return self._db.run(lambda cur: next_visible_txn(cur, queue))
 
-    def heartbeat(self, *, task_id: int, fencing: int) -> datetime:
-        """Extend a held lease; returns the new expiry. Raises `LeaseLost`."""
-        until = self._clock.now() + self._settings.lease
-        self._db.run(lambda cur: extend_lease_txn(cur, task_id, fencing, until))
-        return until
+    def heartbeat(
+        self, *, task_id: int, fencing: int, details: bytes | None = None
+    ) -> HeartbeatAck:
+        """Extend a held lease (and, with `details`, record an activity heartbeat).
 
-    # -- outcomes ----------------------------------------------------------------------------
+        Raises `LeaseLost`. The answer says whether the run asked the activity to stop.
+        """
+        if details is not None and len(details) > self._settings.max_payload_bytes:
+            raise PayloadTooLarge(f"heartbeat details are {len(details)} bytes")
+        now = self._clock.now()
+        until = now + self._settings.lease
+        cancel = self._db.run(
+            lambda cur: extend_lease_txn(cur, task_id, fencing, until, details=details, now=now)
+        )
+        return HeartbeatAck(lease_expires_at=until, cancel_requested=cancel)
+
+    # -- workflow outcomes ---------------------------------------------------------------------
 
     def complete_workflow(
         self,
@@ -240,16 +246,17 @@ class TaskService:
             raise InvalidInput(f"{len(commands)} new commands; the cap is {MAX_NEW_COMMANDS}")
         if any(new.cmd != commands[0].cmd + i for i, new in enumerate(commands)):
             raise InvalidInput("new command indexes must be consecutive")
-        for new in commands:
-            if isinstance(new.command, ScheduleActivity) and not NAME.fullmatch(new.command.name):
-                raise InvalidInput(f"{new.command.name[:140]!r} is not a valid activity name")
         limit = self._settings.max_payload_bytes
         for new in commands:
-            if isinstance(new.command, ScheduleActivity) and len(new.command.args) > limit:
-                raise PayloadTooLarge(
-                    f"activity {new.command.name!r} arguments are {len(new.command.args)} bytes;"
-                    f" the limit is {limit}"
-                )
+            command = new.command
+            if isinstance(command, ScheduleActivity):
+                if not NAME.fullmatch(command.name):
+                    raise InvalidInput(f"{command.name[:140]!r} is not a valid activity name")
+                if len(command.args) > limit:
+                    raise PayloadTooLarge(
+                        f"activity {command.name!r} arguments are {len(command.args)} bytes;"
+                        f" the limit is {limit}"
+                    )
         if result is not None and len(result) > limit:
             raise PayloadTooLarge(f"workflow result is {len(result)} bytes; the limit is {limit}")
 
@@ -262,13 +269,11 @@ class TaskService:
         if run is None or run.status.closed:
             delete_task_txn(cur, task_id)
             return []
-        max_attempts = self._settings.activity_retry.max_attempts
-        events = [
-            _command_event(c.cmd, c.command, task.digest, max_attempts) for c in done.commands
-        ]
-        closing = self._closing(done)
+        effects = self._life.command_events_txn(cur, run, task.digest, done.commands)
+        events = list(effects.events)
+        closing, extra, next_run = self._closing(run, done)
         if closing is not None:
-            events.append(self._closing_event(closing, task.digest))
+            events.append(closing_event(closing, task.digest, **extra))
         append_events_txn(
             cur, run.run_id, events, expected_last_seq=done.expected_last_seq, now=now
         )
@@ -276,33 +281,48 @@ class TaskService:
             cur, run.run_id, done.commands[0].cmd, len(done.commands)
         ):
             raise VersionConflict(run.run_id, done.expected_last_seq, None)
-        for new in done.commands:
-            if isinstance(new.command, ScheduleActivity):
-                enqueue_task_txn(
-                    cur,
-                    NewTask(
-                        run_id=run.run_id,
-                        kind=TaskKind.ACTIVITY,
-                        queue=run.queue,
-                        name=new.command.name,
-                        digest=task.digest,
-                        visible_at=now,
-                        max_attempts=max_attempts,
-                        cmd=new.cmd,
-                        args=new.command.args,
-                    ),
-                    now,
-                )
+        wakes = list(effects.wakes)
         if closing is not None:
-            close_run_txn(cur, run.run_id, closing, now)
-            delete_run_tasks_txn(cur, run.run_id)
-            notify_txn(cur, RUNS_CHANNEL, run.run_id)
-            return [(RUNS_CHANNEL, run.run_id)]
+            wakes += self._life.close_txn(cur, run, closing, None)
+            if next_run is not None:
+                wakes += self._life.create_run_txn(cur, next_run)[1]
+            return wakes
         delete_task_txn(cur, task_id)
-        if any(isinstance(c.command, ScheduleActivity) for c in done.commands):
-            notify_txn(cur, TASKS_CHANNEL, run.queue)
-            return [(TASKS_CHANNEL, run.queue)]
-        return []
+        if effects.reactivate or done.reactivate:
+            wakes += self._life.enqueue_workflow_txn(cur, run)
+        return wakes + self._life.check_limits_txn(cur, run.run_id)
+
+    @staticmethod
+    def _closing(
+        run: Run, done: WorkflowCompletion
+    ) -> tuple[RunClosing | None, dict[str, object], RunSpec | None]:
+        status = _STATUS_CLOSING.get(done.status)
+        if status is None:
+            return None, {}, None
+        error_type = done.error.type if done.error else None
+        message = done.error.message if done.error else None
+        if status is RunStatus.CONTINUED_AS_NEW:
+            assert done.result is not None
+            spec = RunSpec(
+                run_id=new_run_id(),
+                tenant=run.tenant,
+                workflow_id=run.workflow_id,
+                workflow_type=run.workflow_type,
+                digest=run.digest,
+                queue=run.queue,
+                input=done.result,
+                new_chain=False,
+                parent_run_id=run.parent_run_id,
+                parent_cmd=run.parent_cmd,
+                parent_close_policy=run.parent_close_policy,
+                started={"continued_from": run.run_id},
+            )
+            closing = RunClosing(status=status)
+            return closing, {"next_run_id": spec.run_id, "input": done.result}, spec
+        closing = RunClosing(
+            status=status, result=done.result, error_type=error_type, error_message=message
+        )
+        return closing, {}, None
 
     def _drop_stale_txn(self, cur: Cursor, task_id: int, fencing: int) -> None:
         try:
@@ -313,29 +333,9 @@ class TaskService:
         # Whoever moved the history on left a pending task; make sure of it regardless.
         run = get_run_txn(cur, task.run_id)
         if run is not None and not run.status.closed:
-            self._enqueue_workflow_txn(cur, run, self._clock.now())
+            self._life.enqueue_workflow_txn(cur, run)
 
-    @staticmethod
-    def _closing(done: WorkflowCompletion) -> RunClosing | None:
-        if done.status is WorkflowStatus.COMPLETED:
-            return RunClosing(status=RunStatus.COMPLETED, result=done.result)
-        if done.status is WorkflowStatus.FAILED:
-            assert done.error is not None
-            return RunClosing(
-                status=RunStatus.FAILED,
-                error_type=done.error.type,
-                error_message=done.error.message,
-            )
-        return None
-
-    @staticmethod
-    def _closing_event(closing: RunClosing, digest: str) -> NewEvent:
-        if closing.status is RunStatus.COMPLETED:
-            return NewEvent(
-                type=EventType.RUN_COMPLETED, payload={"result": closing.result}, digest=digest
-            )
-        payload = {"error_type": closing.error_type, "message": closing.error_message}
-        return NewEvent(type=EventType.RUN_FAILED, payload=payload, digest=digest)
+    # -- activity outcomes ---------------------------------------------------------------------
 
     def complete_activity(
         self,
@@ -357,7 +357,6 @@ class TaskService:
             )
 
         def txn(cur: Cursor) -> list[Wake]:
-            now = self._clock.now()
             task = lock_leased_task_txn(cur, task_id, fencing)
             run = get_run_txn(cur, task.run_id, for_update=True)
             if run is None or run.status.closed:
@@ -368,14 +367,15 @@ class TaskService:
                 event = NewEvent(
                     type=EventType.ACTIVITY_COMPLETED, payload=payload, digest=task.digest
                 )
-                return self._resolve_txn(cur, task, run, event, now)
+                delete_task_txn(cur, task.task_id)
+                return self._life.deliver_txn(cur, run, event)
             assert outcome.error is not None
             failure = FailureReport(
                 reason=FailureReason.APPLICATION_ERROR,
                 message=f"{outcome.error.type}: {outcome.error.message}",
             )
             return self._fail_txn(
-                cur, FailedAttempt(task=task, run=run, failure=failure, error=outcome.error), now
+                cur, FailedAttempt(task=task, run=run, failure=failure, error=outcome.error)
             )
 
         return self._record(txn, claim_next)
@@ -395,28 +395,50 @@ class TaskService:
         """
 
         def txn(cur: Cursor) -> list[Wake]:
-            now = self._clock.now()
             task = lock_leased_task_txn(cur, task_id, fencing)
             run = get_run_txn(cur, task.run_id, for_update=True)
+            if task.kind is TaskKind.QUERY:
+                answer = QueryAnswer(
+                    result=None, error_type=failure.reason, message=failure.message
+                )
+                return self._answer_txn(cur, task, answer)
             if run is None or run.status.closed:
                 delete_task_txn(cur, task_id)
                 return []
             return self._fail_txn(
-                cur, FailedAttempt(task=task, run=run, failure=failure, worker=worker), now
+                cur, FailedAttempt(task=task, run=run, failure=failure, worker=worker)
             )
 
         return self._record(txn, claim_next)
+
+    def complete_query(self, *, task_id: int, fencing: int, answer: QueryAnswer) -> None:
+        """Hand a query's answer to the server waiting for it. Raises `LeaseLost`."""
+
+        def txn(cur: Cursor) -> list[Wake]:
+            task = lock_leased_task_txn(cur, task_id, fencing)
+            if task.kind is not TaskKind.QUERY:
+                raise InvalidInput(f"task {task_id} is not a query")
+            return self._answer_txn(cur, task, answer)
+
+        self._poke(self._db.run(txn))
+
+    def _answer_txn(self, cur: Cursor, task: Task, answer: QueryAnswer) -> list[Wake]:
+        put_query_answer_txn(cur, task.task_id, answer, self._clock.now())
+        delete_task_txn(cur, task.task_id)
+        notify_txn(cur, QUERIES_CHANNEL, str(task.task_id))
+        return [(QUERIES_CHANNEL, str(task.task_id))]
+
+    # -- sweeping ------------------------------------------------------------------------------
 
     def sweep_expired_leases(self) -> int:
         """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
 
         def txn(cur: Cursor) -> tuple[int, list[Wake]]:
-            now = self._clock.now()
-            tasks = expired_leases_txn(cur, now)
+            tasks = expired_leases_txn(cur, self._clock.now())
             wakes: list[Wake] = []
             for task in tasks:
                 run = get_run_txn(cur, task.run_id, for_update=True)
-                if run is None or run.status.closed:
+                if task.kind is TaskKind.QUERY or run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
                     continue
                 failure = FailureReport(
@@ -426,93 +448,136 @@ class TaskService:
                 attempt = FailedAttempt(
                     task=task, run=run, failure=failure, worker=task.lease_owner, immediate=True
                 )
-                wakes += self._fail_txn(cur, attempt, now)
+                wakes += self._fail_txn(cur, attempt)
             return len(tasks), wakes
 
         count, wakes = self._db.run(txn)
         self._poke(wakes)
         return count
 
-    # -- shared transaction steps --------------------------------------------------------------
+    def sweep_timeouts(self) -> int:
+        """Enforce activity timeouts: schedule-to-start and schedule-to-close end the activity;
+        start-to-close and heartbeat timeouts fail the attempt (which may be retried)."""
 
-    def _fail_txn(self, cur: Cursor, attempt: FailedAttempt, now: datetime) -> list[Wake]:
-        """Count a failed attempt, then retry the task or resolve it with its final error."""
-        task, run, failure, error = attempt.task, attempt.run, attempt.failure, attempt.error
+        def txn(cur: Cursor) -> tuple[int, list[Wake]]:
+            now = self._clock.now()
+            tasks = timed_out_tasks_txn(cur, now)
+            wakes: list[Wake] = []
+            for task in tasks:
+                run = get_run_txn(cur, task.run_id, for_update=True)
+                if run is None or run.status.closed:
+                    delete_task_txn(cur, task.task_id)
+                    continue
+                wakes += self._timeout_txn(cur, task, run, now)
+            return len(tasks), wakes
+
+        count, wakes = self._db.run(txn)
+        self._poke(wakes)
+        return count
+
+    def _timeout_txn(self, cur: Cursor, task: Task, run: Run, now: datetime) -> list[Wake]:
+        if task.close_by is not None and task.close_by <= now:
+            return self._time_out_txn(cur, task, run, "schedule_to_close")
+        if task.state is TaskState.PENDING:
+            return self._time_out_txn(cur, task, run, "schedule_to_start")
+        kind = (
+            "start_to_close"
+            if task.attempt_deadline is not None and task.attempt_deadline <= now
+            else "heartbeat"
+        )
+        failure = FailureReport(
+            reason=f"timeout_{kind}",
+            message=f"attempt {task.attempt} passed its {kind.replace('_', '-')} timeout",
+        )
+        return self._fail_txn(cur, FailedAttempt(task=task, run=run, failure=failure, timeout=kind))
+
+    def _time_out_txn(self, cur: Cursor, task: Task, run: Run, kind: str) -> list[Wake]:
+        """End an activity for good with a timeout result."""
         record_failure_txn(
             cur,
-            FailureRecord(
-                task_id=task.task_id,
-                run_id=task.run_id,
-                kind=task.kind.value,
-                cmd=task.cmd if task.kind is TaskKind.ACTIVITY else failure.step,
-                attempt=task.attempt,
-                digest=task.digest,
-                reason=failure.reason,
-                trap_code=failure.trap_code,
-                message=failure.message,
-                fuel_used=failure.fuel_used,
-                memory_bytes=failure.memory_bytes,
-                worker=attempt.worker,
-                created_at=now,
+            self._failure_record(
+                task,
+                FailureReport(
+                    reason=f"timeout_{kind}", message=f"{kind.replace('_', '-')} timeout passed"
+                ),
+                None,
             ),
         )
+        payload = {"cmd": task.cmd, "timeout": kind, "attempt": task.attempt}
+        event = NewEvent(type=EventType.ACTIVITY_TIMED_OUT, payload=payload, digest=task.digest)
+        delete_task_txn(cur, task.task_id)
+        return self._life.deliver_txn(cur, run, event)
+
+    # -- shared transaction steps --------------------------------------------------------------
+
+    def _failure_record(
+        self, task: Task, failure: FailureReport, worker: str | None
+    ) -> FailureRecord:
+        return FailureRecord(
+            task_id=task.task_id,
+            run_id=task.run_id,
+            kind=task.kind.value,
+            cmd=task.cmd if task.kind is TaskKind.ACTIVITY else failure.step,
+            attempt=task.attempt,
+            digest=task.digest,
+            reason=failure.reason,
+            trap_code=failure.trap_code,
+            message=failure.message,
+            fuel_used=failure.fuel_used,
+            memory_bytes=failure.memory_bytes,
+            worker=worker,
+            created_at=self._clock.now(),
+        )
+
+    def _retry_policy(self, task: Task) -> RetryPolicy:
+        if task.options is None:
+            return self._settings.activity_retry
+        options = parse_activity_options(msgpack.unpackb(task.options, raw=False), "options")
+        return self._settings.activity_retry.overlay(options.retry)
+
+    def _fail_txn(self, cur: Cursor, attempt: FailedAttempt) -> list[Wake]:
+        """Count a failed attempt, then retry the task or resolve it with its final error."""
+        task, run, failure, error = attempt.task, attempt.run, attempt.failure, attempt.error
+        now = self._clock.now()
+        record_failure_txn(cur, self._failure_record(task, failure, attempt.worker))
         if task.kind is TaskKind.WORKFLOW:
             delay = self._settings.workflow_retry.delay(task.consecutive_failures + 1)
-            visible = now if attempt.immediate else now + self._jitter(delay)
+            visible = now if attempt.immediate else now + delay
             requeue_task_txn(cur, task, Requeue(visible_at=visible, failure=failure.reason))
             return [(TASKS_CHANNEL, run.queue)]
-        retryable = error is None or not error.non_retryable
+        policy = self._retry_policy(task)
+        retryable = error is None or not (error.non_retryable or error.type in policy.non_retryable)
         if retryable and (task.max_attempts == 0 or task.attempt < task.max_attempts):
-            delay = self._settings.activity_retry.delay(task.attempt)
-            requeue_task_txn(
-                cur, task, Requeue(visible_at=now + self._jitter(delay), failure=failure.reason)
-            )
-            return [(TASKS_CHANNEL, run.queue)]
-        final = error or ErrorInfo(type=f"amber.{failure.reason}", message=failure.message)
-        payload = {
-            "cmd": task.cmd,
-            "error_type": final.type,
-            "message": final.message,
-            "attempt": task.attempt,
-        }
-        event = NewEvent(type=EventType.ACTIVITY_FAILED, payload=payload, digest=task.digest)
-        return self._resolve_txn(cur, task, run, event, now)
-
-    def _resolve_txn(
-        self, cur: Cursor, task: Task, run: Run, event: NewEvent, now: datetime
-    ) -> list[Wake]:
-        """Record an activity's final result and wake its workflow."""
-        append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
+            # No jitter: the delays are exactly the policy's (operators reason about them).
+            visible = now + policy.delay(task.attempt)
+            if task.close_by is None or visible < task.close_by:
+                requeue_task_txn(cur, task, Requeue(visible_at=visible, failure=failure.reason))
+                return [(TASKS_CHANNEL, run.queue)]
         delete_task_txn(cur, task.task_id)
-        return self._enqueue_workflow_txn(cur, run, now)
-
-    def _enqueue_workflow_txn(self, cur: Cursor, run: Run, now: datetime) -> list[Wake]:
-        enqueue_task_txn(
-            cur,
-            NewTask(
-                run_id=run.run_id,
-                kind=TaskKind.WORKFLOW,
-                queue=run.queue,
-                name=run.workflow_type,
-                digest=run.digest,
-                visible_at=now,
-                max_attempts=0,
-            ),
-            now,
+        if attempt.timeout is not None:
+            payload = {"cmd": task.cmd, "timeout": attempt.timeout, "attempt": task.attempt}
+            kind = EventType.ACTIVITY_TIMED_OUT
+        else:
+            final = error or ErrorInfo(type=f"amber.{failure.reason}", message=failure.message)
+            payload = {
+                "cmd": task.cmd,
+                "error_type": final.type,
+                "message": final.message,
+                "attempt": task.attempt,
+            }
+            kind = EventType.ACTIVITY_FAILED
+        return self._life.deliver_txn(
+            cur, run, NewEvent(type=kind, payload=payload, digest=task.digest)
         )
-        notify_txn(cur, TASKS_CHANNEL, run.queue)
-        return [(TASKS_CHANNEL, run.queue)]
 
-    @staticmethod
-    def _jitter(delay: timedelta) -> timedelta:
-        return delay * random.uniform(0.9, 1.1)
-
-    def _poke(self, wakes: Sequence[tuple[str, str]]) -> None:
+    def _poke(self, wakes: Sequence[Wake]) -> None:
         if self._notifier is None:
             return
         for channel, key in wakes:
             if channel == TASKS_CHANNEL:
                 self._notifier.poke_tasks(key)
+            elif channel == QUERIES_CHANNEL:
+                self._notifier.poke_query(key)
             else:
                 self._notifier.poke_run(key)
 
@@ -535,3 +600,7 @@ class LeasedTask:
     cmd: int = 0
     args: bytes = b""
     idempotency_key: str = ""
+    heartbeat_details: bytes | None = None
+    deadline: datetime | None = None
+    """The attempt's own deadline (start-to-close or schedule-to-close), if it has one."""
+    cancel_requested: bool = False

@@ -17,12 +17,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from opentelemetry.trace import Span
 
-from abi import ActivityInput, AmberError, RetryableError
+from abi import ActivityInput, AmberError, ErrorInfo, RetryableError
 from history import LeaseLost, TaskKind, VersionConflict
 
 from ._activity import ActivityAttempt, run_activity
@@ -30,13 +30,15 @@ from ._client import AmberClient
 from ._clock import Clock, SystemClock, to_ms
 from ._errors import PayloadTooLarge
 from ._faults import FailureReason, GuestFault
-from ._replay import WorkflowActivation, activate_workflow
+from ._host import ActivityHost
+from ._lifecycle import NewCommand
+from ._replay import WorkflowActivation, activate_workflow, answer_query
 from ._sandbox import Sandbox, SandboxLimits
 from ._status import RemoteError
 from ._tasks_service import (
     FailureReport,
+    HeartbeatAck,
     LeasedTask,
-    NewCommand,
     WorkflowCompletion,
 )
 from ._tracing import tracer
@@ -65,6 +67,8 @@ class _Heartbeat(threading.Thread):
         self._task: LeasedTask | None = None
         self.expires_at = datetime.max.replace(tzinfo=UTC)
         """Lease expiry of the tracked task, as last confirmed by the server."""
+        self.cancel_requested = False
+        """The server asked the tracked activity to stop (seen in a heartbeat answer)."""
         self._due = 0.0
         self._interval = 0.0
         self._stopped = False
@@ -74,6 +78,7 @@ class _Heartbeat(threading.Thread):
         with self._cond:
             self._task = task
             self.expires_at = task.lease_expires_at
+            self.cancel_requested = task.cancel_requested
             self._interval = max(remaining / 3, 0.05)
             self._due = time.monotonic() + self._interval
             self._cond.notify()
@@ -89,6 +94,13 @@ class _Heartbeat(threading.Thread):
             self._stopped = True
             self._cond.notify()
 
+    def note(self, task: LeasedTask, ack: HeartbeatAck) -> None:
+        """Remember what a heartbeat answer said about `task` (if it is still tracked)."""
+        with self._cond:
+            if self._task is task:
+                self.expires_at = ack.lease_expires_at
+                self.cancel_requested = self.cancel_requested or ack.cancel_requested
+
     def run(self) -> None:
         while True:
             with self._cond:
@@ -101,10 +113,8 @@ class _Heartbeat(threading.Thread):
                 self._due = time.monotonic() + self._interval
             assert task is not None
             try:
-                until = self._client.heartbeat(task, worker_id=self._worker_id)
-                with self._cond:
-                    if self._task is task:
-                        self.expires_at = until
+                ack = self._client.heartbeat(task, worker_id=self._worker_id)
+                self.note(task, ack)
             except LeaseLost:
                 _log.warning("task %d: lease lost while running", task.task_id)
                 self.untrack(task)  # by now the worker may be tracking its next task
@@ -192,6 +202,9 @@ class Worker:
         try:
             if task.kind is TaskKind.WORKFLOW:
                 return self._run_workflow(task, span)
+            if task.kind is TaskKind.QUERY:
+                self._run_query(task)
+                return None
             return self._run_activity(task, span)
         except GuestFault as fault:
             span.set_attribute("amber.failure", fault.reason.value)
@@ -268,6 +281,7 @@ class Worker:
             status=step.status,
             result=step.result,
             error=step.error,
+            reactivate=step.reactivate,
         )
         next_task = self._deliver(
             task,
@@ -278,8 +292,51 @@ class Worker:
         self.completed += 1
         return next_task
 
+    def _run_query(self, task: LeasedTask) -> None:
+        """Replay the run and answer with its published value; nothing is appended."""
+        activation = WorkflowActivation(
+            run_id=task.run_id,
+            workflow_type=task.args.decode(),
+            digest=task.digest,
+            input=task.input,
+            events=task.events,
+            limits=self.settings.workflow_limits,
+        )
+        result: bytes | None = None
+        error: ErrorInfo | None = None
+        ended = ""
+        try:
+            answer = answer_query(self._sandbox, activation, task.name)
+            result, ended = answer.value, answer.ended
+        except GuestFault as fault:
+            error = ErrorInfo(type=type(fault).__name__, message=fault.detail)
+        self._deliver(
+            task,
+            lambda: self._client.complete_query(
+                task, worker_id=self.settings.worker_id, result=result, error=error, ended=ended
+            ),
+        )
+
+    def _activity_host(self, task: LeasedTask) -> ActivityHost:
+        def heartbeat(details: bytes) -> bool:
+            ack = self._client.heartbeat(task, worker_id=self.settings.worker_id, details=details)
+            self._heartbeat.note(task, ack)
+            return self._heartbeat.cancel_requested
+
+        return ActivityHost(
+            idempotency_key=task.idempotency_key,
+            http=self._sandbox.http_policy(task.digest),
+            heartbeat=heartbeat,
+            cancel_requested=lambda: self._heartbeat.cancel_requested,
+        )
+
     def _run_activity(self, task: LeasedTask, span: Span) -> LeasedTask | None:
         limits = self.settings.activity_limits
+        now = self._clock.now()
+        if task.deadline is not None:
+            # The attempt's own start-to-close / schedule-to-close deadline, if sooner.
+            own = max((task.deadline - now).total_seconds(), 0.001)
+            limits = replace(limits, deadline_s=min(limits.deadline_s, own))
         report = run_activity(
             self._sandbox,
             ActivityAttempt(
@@ -291,9 +348,11 @@ class Worker:
                     args=task.args,
                     attempt=task.attempt,
                     idempotency_key=task.idempotency_key,
-                    deadline_ms=to_ms(self._clock.now()) + int(limits.deadline_s * 1000),
+                    deadline_ms=to_ms(now) + int(limits.deadline_s * 1000),
+                    heartbeat_details=task.heartbeat_details,
                 ),
                 limits=limits,
+                host=self._activity_host(task),
             ),
         )
         span.set_attribute("amber.fuel_used", report.stats.fuel_used)

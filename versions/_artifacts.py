@@ -9,6 +9,7 @@ written atomically (temp file + rename) after compiling bytes whose digest was c
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import wasmtime
+
+from abi import Manifest, ManifestError, parse_manifest, read_manifest
 
 from ._errors import InvalidModule
 
@@ -50,12 +53,39 @@ class ArtifactCache:
             module = wasmtime.Module(self._engine, wasm)
         except wasmtime.WasmtimeError as exc:
             raise InvalidModule(f"module {digest[:12]} does not compile: {exc}") from exc
+        self._write(path, bytes(module.serialize()))
+        self._write(self._manifest_path(digest), _manifest_json(wasm))
+        return module
+
+    def manifest(self, digest: str, fetch: Callable[[], bytes]) -> Manifest:
+        """The manifest of a cached module (kept beside its artifact: compiled artifacts drop
+        custom sections); `fetch()` supplies the bytes if the sidecar is missing."""
+        path = self._manifest_path(digest)
+        try:
+            return parse_manifest(path.read_bytes())
+        except (OSError, ManifestError):
+            wasm = fetch()
+            if hashlib.sha256(wasm).hexdigest() != digest:
+                raise InvalidModule(f"module bytes do not match digest {digest}") from None
+            self._write(path, _manifest_json(wasm))
+            return read_manifest(wasm)
+
+    def _manifest_path(self, digest: str) -> Path:
+        return self._dir / f"{digest}.manifest.json"
+
+    def _write(self, path: Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(dir=self._dir, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as out:
-                out.write(module.serialize())
+                out.write(data)
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        return module
+
+
+def _manifest_json(wasm: bytes) -> bytes:
+    try:
+        return json.dumps(read_manifest(wasm).to_json()).encode()
+    except ManifestError as exc:
+        raise InvalidModule(str(exc)) from exc

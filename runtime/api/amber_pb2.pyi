@@ -17,7 +17,7 @@ class ErrorInfo(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., non_retryable: _Optional[bool] = ...) -> None: ...
 
 class RunInfo(_message.Message):
-    __slots__ = ("run_id", "tenant", "workflow_id", "workflow_type", "digest", "status", "input", "result", "error", "last_seq", "created_ms", "updated_ms", "closed_ms", "queue")
+    __slots__ = ("run_id", "tenant", "workflow_id", "workflow_type", "digest", "status", "input", "result", "error", "last_seq", "created_ms", "updated_ms", "closed_ms", "queue", "parent_run_id", "cancel_requested", "cancel_reason")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,9 @@ class RunInfo(_message.Message):
     UPDATED_MS_FIELD_NUMBER: _ClassVar[int]
     CLOSED_MS_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     tenant: str
     workflow_id: str
@@ -46,7 +49,10 @@ class RunInfo(_message.Message):
     updated_ms: int
     closed_ms: int
     queue: str
-    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., digest: _Optional[str] = ..., status: _Optional[str] = ..., input: _Optional[bytes] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., last_seq: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., closed_ms: _Optional[int] = ..., queue: _Optional[str] = ...) -> None: ...
+    parent_run_id: str
+    cancel_requested: bool
+    cancel_reason: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., digest: _Optional[str] = ..., status: _Optional[str] = ..., input: _Optional[bytes] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., last_seq: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., closed_ms: _Optional[int] = ..., queue: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("seq", "type", "payload", "digest", "time_ms")
@@ -63,28 +69,134 @@ class Event(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., type: _Optional[str] = ..., payload: _Optional[bytes] = ..., digest: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
 class StartRunRequest(_message.Message):
-    __slots__ = ("tenant", "workflow_type", "workflow_id", "input", "version", "queue")
+    __slots__ = ("tenant", "workflow_type", "workflow_id", "input", "version", "queue", "execution_timeout_ms", "signal_name", "signal_payload", "signal_request_id")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
     INPUT_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_NAME_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     workflow_type: str
     workflow_id: str
     input: bytes
     version: str
     queue: str
-    def __init__(self, tenant: _Optional[str] = ..., workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., input: _Optional[bytes] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ...) -> None: ...
+    execution_timeout_ms: int
+    signal_name: str
+    signal_payload: bytes
+    signal_request_id: str
+    def __init__(self, tenant: _Optional[str] = ..., workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., input: _Optional[bytes] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., execution_timeout_ms: _Optional[int] = ..., signal_name: _Optional[str] = ..., signal_payload: _Optional[bytes] = ..., signal_request_id: _Optional[str] = ...) -> None: ...
 
 class StartRunResponse(_message.Message):
-    __slots__ = ("run", "already_started")
+    __slots__ = ("run", "already_started", "signalled")
     RUN_FIELD_NUMBER: _ClassVar[int]
     ALREADY_STARTED_FIELD_NUMBER: _ClassVar[int]
+    SIGNALLED_FIELD_NUMBER: _ClassVar[int]
     run: RunInfo
     already_started: bool
-    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., already_started: _Optional[bool] = ...) -> None: ...
+    signalled: bool
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., already_started: _Optional[bool] = ..., signalled: _Optional[bool] = ...) -> None: ...
+
+class SignalRunRequest(_message.Message):
+    __slots__ = ("run_id", "tenant", "name", "payload", "request_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    tenant: str
+    name: str
+    payload: bytes
+    request_id: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., payload: _Optional[bytes] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class SignalRunResponse(_message.Message):
+    __slots__ = ("seq", "duplicate")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    duplicate: bool
+    def __init__(self, seq: _Optional[int] = ..., duplicate: _Optional[bool] = ...) -> None: ...
+
+class QueryRunRequest(_message.Message):
+    __slots__ = ("run_id", "tenant", "name", "wait_ms")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    tenant: str
+    name: str
+    wait_ms: int
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., name: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class QueryRunResponse(_message.Message):
+    __slots__ = ("result", "ended")
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    result: bytes
+    ended: str
+    def __init__(self, result: _Optional[bytes] = ..., ended: _Optional[str] = ...) -> None: ...
+
+class CancelRunRequest(_message.Message):
+    __slots__ = ("run_id", "tenant", "reason", "operator")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    tenant: str
+    reason: str
+    operator: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., reason: _Optional[str] = ..., operator: _Optional[str] = ...) -> None: ...
+
+class CancelRunResponse(_message.Message):
+    __slots__ = ("already_requested",)
+    ALREADY_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    already_requested: bool
+    def __init__(self, already_requested: _Optional[bool] = ...) -> None: ...
+
+class TerminateRunRequest(_message.Message):
+    __slots__ = ("run_id", "tenant", "reason", "operator")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    tenant: str
+    reason: str
+    operator: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., reason: _Optional[str] = ..., operator: _Optional[str] = ...) -> None: ...
+
+class TerminateRunResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ResetRunRequest(_message.Message):
+    __slots__ = ("run_id", "tenant", "to_event", "reason", "operator")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    TO_EVENT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    tenant: str
+    to_event: int
+    reason: str
+    operator: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., to_event: _Optional[int] = ..., reason: _Optional[str] = ..., operator: _Optional[str] = ...) -> None: ...
+
+class ResetRunResponse(_message.Message):
+    __slots__ = ("run",)
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    run: RunInfo
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ...) -> None: ...
 
 class DescribeRunRequest(_message.Message):
     __slots__ = ("run_id", "tenant")
@@ -154,15 +266,41 @@ class FailureInfo(_message.Message):
     time_ms: int
     def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., cmd: _Optional[int] = ..., has_cmd: _Optional[bool] = ..., attempt: _Optional[int] = ..., digest: _Optional[str] = ..., reason: _Optional[str] = ..., trap_code: _Optional[str] = ..., message: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
+class TimerInfo(_message.Message):
+    __slots__ = ("timer_id", "kind", "cmd", "fire_ms")
+    TIMER_ID_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CMD_FIELD_NUMBER: _ClassVar[int]
+    FIRE_MS_FIELD_NUMBER: _ClassVar[int]
+    timer_id: str
+    kind: str
+    cmd: int
+    fire_ms: int
+    def __init__(self, timer_id: _Optional[str] = ..., kind: _Optional[str] = ..., cmd: _Optional[int] = ..., fire_ms: _Optional[int] = ...) -> None: ...
+
+class DiscardedInfo(_message.Message):
+    __slots__ = ("kind", "detail", "time_ms")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    detail: str
+    time_ms: int
+    def __init__(self, kind: _Optional[str] = ..., detail: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
+
 class DescribeRunResponse(_message.Message):
-    __slots__ = ("run", "tasks", "recent_failures")
+    __slots__ = ("run", "tasks", "recent_failures", "timers", "discarded")
     RUN_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     RECENT_FAILURES_FIELD_NUMBER: _ClassVar[int]
+    TIMERS_FIELD_NUMBER: _ClassVar[int]
+    DISCARDED_FIELD_NUMBER: _ClassVar[int]
     run: RunInfo
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
     recent_failures: _containers.RepeatedCompositeFieldContainer[FailureInfo]
-    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., recent_failures: _Optional[_Iterable[_Union[FailureInfo, _Mapping]]] = ...) -> None: ...
+    timers: _containers.RepeatedCompositeFieldContainer[TimerInfo]
+    discarded: _containers.RepeatedCompositeFieldContainer[DiscardedInfo]
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., recent_failures: _Optional[_Iterable[_Union[FailureInfo, _Mapping]]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., discarded: _Optional[_Iterable[_Union[DiscardedInfo, _Mapping]]] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
     __slots__ = ("run_id", "after_seq", "tenant")
@@ -297,7 +435,7 @@ class PollTaskRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant")
+    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -312,6 +450,10 @@ class Task(_message.Message):
     ARGS_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    HAS_HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     kind: str
@@ -326,7 +468,11 @@ class Task(_message.Message):
     args: bytes
     idempotency_key: str
     tenant: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+    heartbeat_details: bytes
+    has_heartbeat_details: bool
+    deadline_ms: int
+    cancel_requested: bool
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., has_heartbeat_details: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
 
 class PollTaskResponse(_message.Message):
     __slots__ = ("task",)
@@ -347,32 +493,28 @@ class ActivationStats(_message.Message):
     def __init__(self, fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., host_calls: _Optional[int] = ..., duration_us: _Optional[int] = ...) -> None: ...
 
 class Command(_message.Message):
-    __slots__ = ("cmd", "kind", "name", "args", "value")
+    __slots__ = ("cmd", "body")
     CMD_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    NAME_FIELD_NUMBER: _ClassVar[int]
-    ARGS_FIELD_NUMBER: _ClassVar[int]
-    VALUE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
     cmd: int
-    kind: str
-    name: str
-    args: bytes
-    value: int
-    def __init__(self, cmd: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., args: _Optional[bytes] = ..., value: _Optional[int] = ...) -> None: ...
+    body: bytes
+    def __init__(self, cmd: _Optional[int] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class WorkflowCompletion(_message.Message):
-    __slots__ = ("expected_last_seq", "commands", "status", "result", "error")
+    __slots__ = ("expected_last_seq", "commands", "status", "result", "error", "reactivate")
     EXPECTED_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMANDS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    REACTIVATE_FIELD_NUMBER: _ClassVar[int]
     expected_last_seq: int
     commands: _containers.RepeatedCompositeFieldContainer[Command]
     status: str
     result: bytes
     error: ErrorInfo
-    def __init__(self, expected_last_seq: _Optional[int] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., status: _Optional[str] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ...) -> None: ...
+    reactivate: bool
+    def __init__(self, expected_last_seq: _Optional[int] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., status: _Optional[str] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., reactivate: _Optional[bool] = ...) -> None: ...
 
 class ActivityCompletion(_message.Message):
     __slots__ = ("ok", "result", "error")
@@ -451,17 +593,43 @@ class FailTaskResponse(_message.Message):
     def __init__(self, next: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("task_id", "fencing", "worker_id")
+    __slots__ = ("task_id", "fencing", "worker_id", "details", "has_details")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    DETAILS_FIELD_NUMBER: _ClassVar[int]
+    HAS_DETAILS_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ...) -> None: ...
+    details: bytes
+    has_details: bool
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., details: _Optional[bytes] = ..., has_details: _Optional[bool] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("lease_expires_ms",)
+    __slots__ = ("lease_expires_ms", "cancel_requested")
     LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     lease_expires_ms: int
-    def __init__(self, lease_expires_ms: _Optional[int] = ...) -> None: ...
+    cancel_requested: bool
+    def __init__(self, lease_expires_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+
+class CompleteQueryRequest(_message.Message):
+    __slots__ = ("task_id", "fencing", "worker_id", "result", "error", "ended")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    FENCING_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ENDED_FIELD_NUMBER: _ClassVar[int]
+    task_id: int
+    fencing: int
+    worker_id: str
+    result: bytes
+    error: ErrorInfo
+    ended: str
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., ended: _Optional[str] = ...) -> None: ...
+
+class CompleteQueryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -59,6 +59,31 @@ class AmberStub:
                 request_serializer=runtime_dot_api_dot_amber__pb2.ListRunsRequest.SerializeToString,
                 response_deserializer=runtime_dot_api_dot_amber__pb2.ListRunsResponse.FromString,
                 _registered_method=True)
+        self.SignalRun = channel.unary_unary(
+                '/amber.v1.Amber/SignalRun',
+                request_serializer=runtime_dot_api_dot_amber__pb2.SignalRunRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.SignalRunResponse.FromString,
+                _registered_method=True)
+        self.QueryRun = channel.unary_unary(
+                '/amber.v1.Amber/QueryRun',
+                request_serializer=runtime_dot_api_dot_amber__pb2.QueryRunRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.QueryRunResponse.FromString,
+                _registered_method=True)
+        self.CancelRun = channel.unary_unary(
+                '/amber.v1.Amber/CancelRun',
+                request_serializer=runtime_dot_api_dot_amber__pb2.CancelRunRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.CancelRunResponse.FromString,
+                _registered_method=True)
+        self.TerminateRun = channel.unary_unary(
+                '/amber.v1.Amber/TerminateRun',
+                request_serializer=runtime_dot_api_dot_amber__pb2.TerminateRunRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.TerminateRunResponse.FromString,
+                _registered_method=True)
+        self.ResetRun = channel.unary_unary(
+                '/amber.v1.Amber/ResetRun',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ResetRunRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ResetRunResponse.FromString,
+                _registered_method=True)
         self.UploadVersion = channel.unary_unary(
                 '/amber.v1.Amber/UploadVersion',
                 request_serializer=runtime_dot_api_dot_amber__pb2.UploadVersionRequest.SerializeToString,
@@ -99,6 +124,11 @@ class AmberStub:
                 request_serializer=runtime_dot_api_dot_amber__pb2.HeartbeatRequest.SerializeToString,
                 response_deserializer=runtime_dot_api_dot_amber__pb2.HeartbeatResponse.FromString,
                 _registered_method=True)
+        self.CompleteQuery = channel.unary_unary(
+                '/amber.v1.Amber/CompleteQuery',
+                request_serializer=runtime_dot_api_dot_amber__pb2.CompleteQueryRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.CompleteQueryResponse.FromString,
+                _registered_method=True)
 
 
 class AmberServicer:
@@ -130,6 +160,36 @@ class AmberServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListRuns(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SignalRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def QueryRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TerminateRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ResetRun(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -185,6 +245,12 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CompleteQuery(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AmberServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -212,6 +278,31 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.ListRuns,
                     request_deserializer=runtime_dot_api_dot_amber__pb2.ListRunsRequest.FromString,
                     response_serializer=runtime_dot_api_dot_amber__pb2.ListRunsResponse.SerializeToString,
+            ),
+            'SignalRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.SignalRun,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.SignalRunRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.SignalRunResponse.SerializeToString,
+            ),
+            'QueryRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.QueryRun,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.QueryRunRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.QueryRunResponse.SerializeToString,
+            ),
+            'CancelRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRun,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.CancelRunRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.CancelRunResponse.SerializeToString,
+            ),
+            'TerminateRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.TerminateRun,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.TerminateRunRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.TerminateRunResponse.SerializeToString,
+            ),
+            'ResetRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.ResetRun,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ResetRunRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ResetRunResponse.SerializeToString,
             ),
             'UploadVersion': grpc.unary_unary_rpc_method_handler(
                     servicer.UploadVersion,
@@ -252,6 +343,11 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.Heartbeat,
                     request_deserializer=runtime_dot_api_dot_amber__pb2.HeartbeatRequest.FromString,
                     response_serializer=runtime_dot_api_dot_amber__pb2.HeartbeatResponse.SerializeToString,
+            ),
+            'CompleteQuery': grpc.unary_unary_rpc_method_handler(
+                    servicer.CompleteQuery,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.CompleteQueryRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.CompleteQueryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -389,6 +485,141 @@ class Amber:
             '/amber.v1.Amber/ListRuns',
             runtime_dot_api_dot_amber__pb2.ListRunsRequest.SerializeToString,
             runtime_dot_api_dot_amber__pb2.ListRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SignalRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/SignalRun',
+            runtime_dot_api_dot_amber__pb2.SignalRunRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.SignalRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def QueryRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/QueryRun',
+            runtime_dot_api_dot_amber__pb2.QueryRunRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.QueryRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/CancelRun',
+            runtime_dot_api_dot_amber__pb2.CancelRunRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.CancelRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TerminateRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/TerminateRun',
+            runtime_dot_api_dot_amber__pb2.TerminateRunRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.TerminateRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ResetRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ResetRun',
+            runtime_dot_api_dot_amber__pb2.ResetRunRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ResetRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -605,6 +836,33 @@ class Amber:
             '/amber.v1.Amber/Heartbeat',
             runtime_dot_api_dot_amber__pb2.HeartbeatRequest.SerializeToString,
             runtime_dot_api_dot_amber__pb2.HeartbeatResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CompleteQuery(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/CompleteQuery',
+            runtime_dot_api_dot_amber__pb2.CompleteQueryRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.CompleteQueryResponse.FromString,
             options,
             channel_credentials,
             insecure,

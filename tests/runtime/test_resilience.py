@@ -15,6 +15,7 @@ from abi import InvalidInput, ScheduleActivity, WorkflowStatus
 from history import Database, EventType, LeaseLost, RunStatus, TaskKind
 from runtime import (
     AmberClient,
+    HeartbeatAck,
     AmberServer,
     LeasedTask,
     NewCommand,
@@ -39,12 +40,13 @@ class _SlowLosingClient:
         self.sent: list[int] = []
         self.release = threading.Event()
 
-    def heartbeat(self, task: LeasedTask, *, worker_id: str) -> datetime:
+    def heartbeat(self, task: LeasedTask, *, worker_id: str) -> HeartbeatAck:
         self.sent.append(task.task_id)
         if task is self.a:
             self.release.wait(5)
             raise LeaseLost(task.task_id, task.fencing)
-        return datetime.now(UTC) + timedelta(seconds=30)
+        until = datetime.now(UTC) + timedelta(seconds=30)
+        return HeartbeatAck(lease_expires_at=until, cancel_requested=False)
 
 
 def _leased(task_id: int, lease_s: float) -> LeasedTask:
@@ -115,6 +117,9 @@ class _CutOnFirstActivation(Sandbox):
 
     def activities(self, digest: str) -> frozenset[str]:
         return self._inner.activities(digest)
+
+    def http_policy(self, digest: str):  # type: ignore[no-untyped-def]
+        return self._inner.http_policy(digest)
 
 
 @pytest.mark.slow

@@ -74,7 +74,11 @@ def test_a_first_load_compiles_and_writes_the_artifact(
     flags_key = hashlib.sha256(FLAGS.encode()).hexdigest()[:16]
     expected = directory / f"{digest}.wasmtime-{WASMTIME_VERSION}.{flags_key}.cwasm"
     assert cache.path_for(digest) == expected
-    assert [p.name for p in directory.iterdir()] == [expected.name]  # no temp file left behind
+    # The artifact and its manifest sidecar (compiled artifacts drop custom sections); no temp
+    # file is left behind.
+    assert sorted(p.name for p in directory.iterdir()) == sorted(
+        [expected.name, f"{digest}.manifest.json"]
+    )
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
     assert calls == [1]
     assert "amber_workflow.orders" in _export_names(module)

@@ -1,0 +1,479 @@
+"""How runs begin and end, and what a workflow's commands do to the database.
+
+These are transaction steps (`*_txn`) shared by the services: the one that records a worker's
+report, the one that serves applications, and the timer sweeper. Each returns the wake-ups to
+send once the transaction commits. They compose `history` helpers and never commit themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import msgpack
+
+from abi import (
+    AmberError,
+    AwaitSignal,
+    CancelTimer,
+    Command,
+    RecordNow,
+    RecordRandom,
+    ScheduleActivity,
+    StartChild,
+    StartTimer,
+    command_kind,
+    options_to_doc,
+)
+from history import (
+    EXECUTION_TIMER_ID,
+    RUNS_CHANNEL,
+    TASKS_CHANNEL,
+    Cursor,
+    EventType,
+    NewEvent,
+    NewRun,
+    NewTask,
+    Run,
+    RunClosing,
+    RunStatus,
+    TaskKind,
+    Timer,
+    TimerKind,
+    WorkflowIdInUse,
+    append_events_txn,
+    claim_workflow_id_txn,
+    close_run_txn,
+    delete_run_tasks_txn,
+    delete_run_timers_txn,
+    delete_task_txn,
+    delete_timer_txn,
+    enqueue_task_txn,
+    get_run_txn,
+    insert_run_txn,
+    insert_timer_txn,
+    mark_cancel_requested_txn,
+    mark_history_warned_txn,
+    notify_txn,
+    open_children_txn,
+    pending_activity_tasks_txn,
+    repoint_workflow_id_txn,
+    request_activity_cancel_txn,
+    workflow_timer_id,
+)
+from versions import resolve_version_txn
+
+from ._clock import Clock, to_ms
+from ._ids import new_run_id
+from ._settings import EngineSettings
+
+Wake = tuple[str, str]
+"""(channel, key) to poke once the transaction has committed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSpec:
+    """A run about to be created: by a start, a child command, continue-as-new or a reset."""
+
+    tenant: str
+    workflow_id: str
+    workflow_type: str
+    digest: str
+    queue: str
+    input: bytes
+    run_id: str = field(default_factory=new_run_id)
+    new_chain: bool = True
+    """Claim the workflow id (a start or a child); False repoints an existing chain to it."""
+    parent_run_id: str | None = None
+    parent_cmd: int | None = None
+    parent_close_policy: str | None = None
+    execution_timeout_ms: int | None = None
+    started: dict[str, Any] = field(default_factory=dict)
+    """Extra RunStarted payload keys (continued_from, reset_from, parent)."""
+    prefix: Sequence[NewEvent] = ()
+    """For a reset: the events to copy after RunStarted instead of starting afresh."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewCommand:
+    """A command a workflow issued beyond what history records, with its index."""
+
+    cmd: int
+    command: Command
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandEffects:
+    """The events a batch of new commands becomes, and whether the workflow must run again."""
+
+    events: list[NewEvent]
+    reactivate: bool
+    """A result is already among the events (a cancelled timer, a child that failed to start)."""
+    wakes: list[Wake]
+
+
+def _closing_event(closing: RunClosing, digest: str, extra: dict[str, Any]) -> NewEvent:
+    match closing.status:
+        case RunStatus.COMPLETED:
+            return NewEvent(
+                type=EventType.RUN_COMPLETED, payload={"result": closing.result}, digest=digest
+            )
+        case RunStatus.FAILED:
+            payload = {"error_type": closing.error_type, "message": closing.error_message}
+            return NewEvent(type=EventType.RUN_FAILED, payload=payload, digest=digest)
+        case RunStatus.CANCELLED:
+            payload = {"error_type": closing.error_type, "message": closing.error_message}
+            return NewEvent(type=EventType.RUN_CANCELLED, payload=payload, digest=digest)
+        case RunStatus.TERMINATED:
+            return NewEvent(type=EventType.RUN_TERMINATED, payload=extra, digest=digest)
+        case RunStatus.TIMED_OUT:
+            return NewEvent(type=EventType.RUN_TIMED_OUT, payload=extra, digest=digest)
+        case RunStatus.CONTINUED_AS_NEW:
+            return NewEvent(type=EventType.RUN_CONTINUED_AS_NEW, payload=extra, digest=digest)
+    raise AssertionError(closing.status)
+
+
+def closing_event(closing: RunClosing, digest: str, **extra: Any) -> NewEvent:
+    """The event that records how a run closed."""
+    return _closing_event(closing, digest, extra)
+
+
+_CHILD_ERRORS = {
+    RunStatus.FAILED: "ChildFailed",
+    RunStatus.CANCELLED: "ChildCancelled",
+    RunStatus.TERMINATED: "ChildTerminated",
+    RunStatus.TIMED_OUT: "ChildTimedOut",
+}
+
+
+class Lifecycle:
+    """Transaction steps that create, feed and close runs."""
+
+    def __init__(self, clock: Clock, settings: EngineSettings) -> None:
+        self._clock = clock
+        self._settings = settings
+
+    # -- creating -----------------------------------------------------------------------------
+
+    def create_run_txn(self, cur: Cursor, spec: RunSpec) -> tuple[Run, list[Wake]]:
+        """Insert a run with its first events and its first workflow task.
+
+        Raises `WorkflowIdInUse` when a new chain's workflow id is taken.
+        """
+        now = self._clock.now()
+        insert_run_txn(
+            cur,
+            NewRun(
+                run_id=spec.run_id,
+                tenant=spec.tenant,
+                workflow_id=spec.workflow_id,
+                workflow_type=spec.workflow_type,
+                digest=spec.digest,
+                queue=spec.queue,
+                input=spec.input,
+                created_at=now,
+                parent_run_id=spec.parent_run_id,
+                parent_cmd=spec.parent_cmd,
+                parent_close_policy=spec.parent_close_policy,
+            ),
+        )
+        if spec.new_chain:
+            if not claim_workflow_id_txn(cur, spec.tenant, spec.workflow_id, spec.run_id):
+                raise WorkflowIdInUse(f"workflow id {spec.workflow_id!r} is in use")
+        else:
+            repoint_workflow_id_txn(cur, spec.tenant, spec.workflow_id, spec.run_id)
+        started = NewEvent(
+            type=EventType.RUN_STARTED,
+            payload={
+                "workflow_type": spec.workflow_type,
+                "workflow_id": spec.workflow_id,
+                "tenant": spec.tenant,
+                "input": spec.input,
+                **(
+                    {"execution_timeout_ms": spec.execution_timeout_ms}
+                    if spec.execution_timeout_ms
+                    else {}
+                ),
+                **spec.started,
+            },
+            digest=spec.digest,
+        )
+        append_events_txn(cur, spec.run_id, [started, *spec.prefix], expected_last_seq=0, now=now)
+        if spec.execution_timeout_ms:
+            insert_timer_txn(
+                cur,
+                Timer(
+                    run_id=spec.run_id,
+                    timer_id=EXECUTION_TIMER_ID,
+                    kind=TimerKind.EXECUTION_TIMEOUT,
+                    cmd=None,
+                    fire_at=now + timedelta(milliseconds=spec.execution_timeout_ms),
+                ),
+            )
+        run = get_run_txn(cur, spec.run_id)
+        assert run is not None
+        return run, self.enqueue_workflow_txn(cur, run)
+
+    def enqueue_workflow_txn(self, cur: Cursor, run: Run) -> list[Wake]:
+        """Make sure the run has a pending workflow task (it needs an activation)."""
+        now = self._clock.now()
+        enqueue_task_txn(
+            cur,
+            NewTask(
+                run_id=run.run_id,
+                kind=TaskKind.WORKFLOW,
+                queue=run.queue,
+                name=run.workflow_type,
+                digest=run.digest,
+                visible_at=now,
+                max_attempts=0,
+            ),
+            now,
+        )
+        notify_txn(cur, TASKS_CHANNEL, run.queue)
+        return [(TASKS_CHANNEL, run.queue)]
+
+    # -- feeding ------------------------------------------------------------------------------
+
+    def deliver_txn(self, cur: Cursor, run: Run, event: NewEvent) -> list[Wake]:
+        """Append a fact the workflow may be waiting for, and activate it."""
+        append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=self._clock.now())
+        return self.enqueue_workflow_txn(cur, run) + self.check_limits_txn(cur, run.run_id)
+
+    def command_events_txn(
+        self, cur: Cursor, run: Run, digest: str, commands: Sequence[NewCommand]
+    ) -> CommandEffects:
+        """The events a workflow's new commands become, with their side effects (activity
+        tasks, timers, child runs) done in the same transaction."""
+        effects = CommandEffects(events=[], reactivate=False, wakes=[])
+        reactivate = False
+        for new in commands:
+            reactivate |= self._command_txn(cur, run, digest, new, effects)
+        return CommandEffects(events=effects.events, reactivate=reactivate, wakes=effects.wakes)
+
+    def _command_txn(
+        self, cur: Cursor, run: Run, digest: str, new: NewCommand, effects: CommandEffects
+    ) -> bool:
+        now = self._clock.now()
+        cmd, command = new.cmd, new.command
+
+        def event(event_type: EventType, **payload: Any) -> None:
+            new_event = NewEvent(type=event_type, payload={"cmd": cmd, **payload}, digest=digest)
+            effects.events.append(new_event)
+
+        match command:
+            case ScheduleActivity(name=name, args=args, options=options):
+                doc = options_to_doc(options)
+                event(EventType.ACTIVITY_SCHEDULED, name=name, args=args, options=doc)
+                retry = self._settings.activity_retry.overlay(options.retry)
+                enqueue_task_txn(
+                    cur,
+                    NewTask(
+                        run_id=run.run_id,
+                        kind=TaskKind.ACTIVITY,
+                        queue=run.queue,
+                        name=name,
+                        digest=digest,
+                        visible_at=now,
+                        max_attempts=retry.max_attempts,
+                        cmd=cmd,
+                        args=args,
+                        options=msgpack.packb(doc, use_bin_type=True) if doc else None,
+                        start_to_close_ms=options.start_to_close_ms,
+                        schedule_to_start_ms=options.schedule_to_start_ms,
+                        heartbeat_ms=options.heartbeat_ms,
+                        close_by=None
+                        if options.schedule_to_close_ms is None
+                        else now + timedelta(milliseconds=options.schedule_to_close_ms),
+                    ),
+                    now,
+                )
+                notify_txn(cur, TASKS_CHANNEL, run.queue)
+                effects.wakes.append((TASKS_CHANNEL, run.queue))
+                return False
+            case RecordNow(value=value) | RecordRandom(value=value):
+                event(EventType.MARKER_RECORDED, kind=command_kind(command), value=value)
+                return False
+            case StartTimer(duration_ms=ms):
+                fire_at = now + timedelta(milliseconds=ms)
+                event(EventType.TIMER_STARTED, duration_ms=ms, fire_at_ms=to_ms(fire_at))
+                insert_timer_txn(
+                    cur,
+                    Timer(
+                        run_id=run.run_id,
+                        timer_id=workflow_timer_id(cmd),
+                        kind=TimerKind.WORKFLOW,
+                        cmd=cmd,
+                        fire_at=fire_at,
+                    ),
+                )
+                return False
+            case CancelTimer(timer_cmd=target):
+                cancelled = delete_timer_txn(cur, run.run_id, workflow_timer_id(target))
+                event(EventType.TIMER_CANCELLED, timer=target, cancelled=cancelled)
+                return cancelled
+            case AwaitSignal(name=name):
+                event(EventType.SIGNAL_AWAITED, name=name)
+                return False
+            case StartChild() as child:
+                return self._start_child_txn(cur, run, digest, new.cmd, child, effects)
+        raise AssertionError(command)
+
+    def _start_child_txn(
+        self,
+        cur: Cursor,
+        run: Run,
+        digest: str,
+        cmd: int,
+        child: StartChild,
+        effects: CommandEffects,
+    ) -> bool:
+        def event(event_type: EventType, **payload: Any) -> None:
+            new_event = NewEvent(type=event_type, payload={"cmd": cmd, **payload}, digest=digest)
+            effects.events.append(new_event)
+
+        started = {
+            "workflow_type": child.workflow_type,
+            "workflow_id": child.workflow_id,
+            "input": child.input,
+            "parent_close_policy": child.parent_close_policy,
+        }
+        cur.execute("SAVEPOINT amber_child")
+        try:
+            child_digest = resolve_version_txn(cur, child.workflow_type, child.version or None)
+            spec = RunSpec(
+                tenant=run.tenant,
+                workflow_id=child.workflow_id,
+                workflow_type=child.workflow_type,
+                digest=child_digest,
+                queue=run.queue,
+                input=child.input,
+                parent_run_id=run.run_id,
+                parent_cmd=cmd,
+                parent_close_policy=child.parent_close_policy,
+                started={"parent": {"run_id": run.run_id, "cmd": cmd}},
+            )
+            child_run, wakes = self.create_run_txn(cur, spec)
+        except AmberError as exc:
+            cur.execute("ROLLBACK TO SAVEPOINT amber_child")
+            event(EventType.CHILD_STARTED, run_id=None, **started)
+            event(EventType.CHILD_FAILED, error_type="ChildStartFailed", message=str(exc))
+            return True
+        cur.execute("RELEASE SAVEPOINT amber_child")
+        event(EventType.CHILD_STARTED, run_id=child_run.run_id, **started)
+        effects.wakes.extend(wakes)
+        return False
+
+    # -- limits -------------------------------------------------------------------------------
+
+    def check_limits_txn(self, cur: Cursor, run_id: str) -> list[Wake]:
+        """Warn once when a history passes its warning limits; fail the run past the others."""
+        run = get_run_txn(cur, run_id)
+        if run is None or run.status.closed:
+            return []
+        s = self._settings
+        if run.last_seq > s.history_fail_events or run.history_bytes > s.history_fail_bytes:
+            closing = RunClosing(
+                status=RunStatus.FAILED,
+                error_type="amber.HistoryLimitExceeded",
+                error_message=f"history reached {run.last_seq} events / {run.history_bytes} bytes"
+                f" (limits {s.history_fail_events} / {s.history_fail_bytes})",
+            )
+            return self.close_txn(cur, run, closing, closing_event(closing, run.digest))
+        if not run.history_warned and (
+            run.last_seq > s.history_warn_events or run.history_bytes > s.history_warn_bytes
+        ):
+            warning = NewEvent(
+                type=EventType.HISTORY_WARNING,
+                payload={"events": run.last_seq, "bytes": run.history_bytes},
+                digest=run.digest,
+            )
+            append_events_txn(cur, run_id, [warning], expected_last_seq=None, now=self._clock.now())
+            mark_history_warned_txn(cur, run_id)
+        return []
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def close_txn(
+        self, cur: Cursor, run: Run, closing: RunClosing, event: NewEvent | None
+    ) -> list[Wake]:
+        """Close a run: record it (appending `event` unless the caller already did), drop its
+        tasks and timers, tell its parent, and apply its children's parent-close policy."""
+        now = self._clock.now()
+        if event is not None:
+            append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
+        close_run_txn(cur, run.run_id, closing, now)
+        delete_run_tasks_txn(cur, run.run_id)
+        delete_run_timers_txn(cur, run.run_id)
+        notify_txn(cur, RUNS_CHANNEL, run.run_id)
+        wakes: list[Wake] = [(RUNS_CHANNEL, run.run_id)]
+        if run.parent_run_id and closing.status is not RunStatus.CONTINUED_AS_NEW:
+            wakes += self._tell_parent_txn(cur, run, closing)
+        for child in open_children_txn(cur, run.run_id):
+            if child.parent_close_policy == "terminate":
+                wakes += self.terminate_txn(cur, child, "the parent run closed", "amber")
+            elif child.parent_close_policy == "cancel":
+                wakes += self.request_cancel_txn(cur, child, "the parent run closed", "amber")[0]
+        return wakes
+
+    def _tell_parent_txn(self, cur: Cursor, run: Run, closing: RunClosing) -> list[Wake]:
+        assert run.parent_run_id is not None
+        parent = get_run_txn(cur, run.parent_run_id, for_update=True)
+        if parent is None or parent.status.closed:
+            return []
+        if closing.status is RunStatus.COMPLETED:
+            payload: dict[str, Any] = {"cmd": run.parent_cmd, "result": closing.result}
+            kind = EventType.CHILD_COMPLETED
+        else:
+            message = closing.error_message or f"the child run {run.run_id} {closing.status.value}"
+            if closing.error_type:
+                message = f"{closing.error_type}: {message}"
+            payload = {
+                "cmd": run.parent_cmd,
+                "error_type": _CHILD_ERRORS[closing.status],
+                "message": message,
+            }
+            kind = EventType.CHILD_FAILED
+        return self.deliver_txn(
+            cur, parent, NewEvent(type=kind, payload=payload, digest=run.digest)
+        )
+
+    def terminate_txn(self, cur: Cursor, run: Run, reason: str, by: str) -> list[Wake]:
+        """Close a run at once (no workflow code runs)."""
+        closing = RunClosing(
+            status=RunStatus.TERMINATED, error_type="Terminated", error_message=reason
+        )
+        event = closing_event(closing, run.digest, reason=reason, by=by)
+        return self.close_txn(cur, run, closing, event)
+
+    def request_cancel_txn(
+        self, cur: Cursor, run: Run, reason: str, by: str
+    ) -> tuple[list[Wake], bool]:
+        """Record a cancellation request; returns (wakes, whether one was already recorded).
+
+        Activities no worker has started are dropped (their result: Cancelled); running ones
+        learn of it through their heartbeats; the workflow sees it at its next await.
+        """
+        if run.cancel_seq is not None:
+            return [], True
+        now = self._clock.now()
+        payload = {"reason": reason, "by": by}
+        event = NewEvent(type=EventType.CANCEL_REQUESTED, payload=payload, digest=run.digest)
+        seq = append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
+        mark_cancel_requested_txn(cur, run.run_id, seq, reason)
+        dropped = [
+            NewEvent(
+                type=EventType.ACTIVITY_CANCELLED,
+                payload={"cmd": t.cmd, "message": "cancelled before it started"},
+                digest=t.digest,
+            )
+            for t in pending_activity_tasks_txn(cur, run.run_id)
+        ]
+        if dropped:
+            append_events_txn(cur, run.run_id, dropped, expected_last_seq=None, now=now)
+            for task in pending_activity_tasks_txn(cur, run.run_id):
+                delete_task_txn(cur, task.task_id)
+        request_activity_cancel_txn(cur, run.run_id)
+        return self.enqueue_workflow_txn(cur, run), False

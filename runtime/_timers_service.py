@@ -1,0 +1,109 @@
+"""Durable timers firing: the server-side sweep that turns due timer rows into events.
+
+A timer row is deleted in the transaction that records its firing (TimerFired, or RunTimedOut
+for a workflow execution timeout), so no timer fires twice, even with several servers sweeping,
+and a restart loses none: nothing waits in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from history import (
+    TASKS_CHANNEL,
+    Cursor,
+    Database,
+    Discarded,
+    EventType,
+    NewEvent,
+    RunClosing,
+    RunStatus,
+    Timer,
+    TimerKind,
+    claim_due_timers_txn,
+    delete_timer_txn,
+    get_run_txn,
+    record_discarded_txn,
+    run_timers_txn,
+)
+
+from ._clock import Clock
+from ._lifecycle import Lifecycle, Wake, closing_event
+from ._notify import Notifier
+from ._settings import EngineSettings
+
+
+class TimerService:
+    """Fires due timers. `fire_due` is what the sweeper calls; `fire` fires one by name."""
+
+    def __init__(
+        self, db: Database, clock: Clock, settings: EngineSettings, notifier: Notifier | None
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._notifier = notifier
+        self._life = Lifecycle(clock, settings)
+
+    def fire_due(self, *, limit: int = 500) -> int:
+        """Fire every timer due now (up to `limit`); returns how many fired."""
+
+        def txn(cur: Cursor) -> tuple[int, list[Wake]]:
+            timers = claim_due_timers_txn(cur, self._clock.now(), limit=limit)
+            wakes: list[Wake] = []
+            for timer in timers:
+                wakes += self._fire_txn(cur, timer)
+            return len(timers), wakes
+
+        count, wakes = self._db.run(txn)
+        self._poke(wakes)
+        return count
+
+    def fire(self, run_id: str, timer_id: str) -> bool:
+        """Fire one timer now, whatever its due time (operators, tests). A timer that already
+        fired or was cancelled is not fired again: the attempt is recorded as discarded.
+
+        Returns whether it fired.
+        """
+
+        def txn(cur: Cursor) -> tuple[bool, list[Wake]]:
+            pending = {t.timer_id: t for t in run_timers_txn(cur, run_id)}
+            timer = pending.get(timer_id)
+            if timer is None or not delete_timer_txn(cur, run_id, timer_id):
+                record_discarded_txn(
+                    cur,
+                    Discarded(
+                        run_id=run_id,
+                        kind="duplicate_timer_fire",
+                        detail=f"timer {timer_id} fired again after it fired or was cancelled",
+                        created_at=self._clock.now(),
+                    ),
+                )
+                return False, []
+            return True, self._fire_txn(cur, timer)
+
+        fired, wakes = self._db.run(txn)
+        self._poke(wakes)
+        return fired
+
+    def _fire_txn(self, cur: Cursor, timer: Timer) -> list[Wake]:
+        run = get_run_txn(cur, timer.run_id, for_update=True)
+        if run is None or run.status.closed:
+            return []
+        if timer.kind is TimerKind.EXECUTION_TIMEOUT:
+            closing = RunClosing(
+                status=RunStatus.TIMED_OUT,
+                error_type="amber.timeout.execution",
+                error_message="the workflow execution timeout passed",
+            )
+            return self._life.close_txn(cur, run, closing, closing_event(closing, run.digest))
+        event = NewEvent(type=EventType.TIMER_FIRED, payload={"cmd": timer.cmd}, digest=run.digest)
+        return self._life.deliver_txn(cur, run, event)
+
+    def _poke(self, wakes: Sequence[Wake]) -> None:
+        if self._notifier is None:
+            return
+        for channel, key in wakes:
+            if channel == TASKS_CHANNEL:
+                self._notifier.poke_tasks(key)
+            else:
+                self._notifier.poke_run(key)
