@@ -74,6 +74,9 @@ def run_start(client: AmberClient, args: argparse.Namespace) -> int:
         workflow_id=args.id or "",
         version=args.version or "",
         tenant=args.tenant or "",
+        execution_timeout_s=args.execution_timeout or 0.0,
+        signal=args.signal or "",
+        signal_payload=json.loads(args.signal_payload) if args.signal_payload else None,
     )
     run = started.run
     if args.wait:
@@ -106,6 +109,16 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
                 rows, ["TASK", "KIND", "NAME", "STEP", "STATE", "ATTEMPT", "LEASE", "LAST FAILURE"]
             )
         )
+    if desc.timers:
+        print("\ntimers")
+        rows = [
+            [t.timer_id, t.kind.value, t.fire_at.strftime("%Y-%m-%d %H:%M:%S")] for t in desc.timers
+        ]
+        print(out.table(rows, ["TIMER", "KIND", "FIRES AT"]))
+    if desc.discarded:
+        print("\ndiscarded deliveries (recorded, not applied)")
+        rows = [[d.created_at.strftime("%H:%M:%S"), d.kind, d.detail] for d in desc.discarded]
+        print(out.table(rows, ["TIME", "KIND", "DETAIL"]))
     if desc.recent_failures:
         print("\nrecent failures")
         rows = [
@@ -161,3 +174,59 @@ def run_list(client: AmberClient, args: argparse.Namespace) -> int:
     if token:
         print(f"\nmore: --page {token}")
     return 0
+
+
+def run_signal(client: AmberClient, args: argparse.Namespace) -> int:
+    payload = json.loads(args.payload) if args.payload else None
+    delivered = client.signal(
+        args.run_id, args.name, payload, request_id=args.request_id or "", tenant=args.tenant
+    )
+    if args.json:
+        out.emit_json({"delivered": delivered})
+    else:
+        print("signal delivered" if delivered else "duplicate delivery ignored (same request id)")
+    return 0
+
+
+def run_query(client: AmberClient, args: argparse.Namespace) -> int:
+    value = client.query(args.run_id, args.name, wait_s=args.wait, tenant=args.tenant)
+    if args.json:
+        out.emit_json(out.jsonable(value))
+    else:
+        print(out.compact(out.jsonable(value), 10_000))
+    return 0
+
+
+def run_cancel(client: AmberClient, args: argparse.Namespace) -> int:
+    requested = client.cancel(
+        args.run_id, reason=args.reason, operator=_operator(args), tenant=args.tenant
+    )
+    print("cancellation requested" if requested else "cancellation was already requested")
+    return 0
+
+
+def run_terminate(client: AmberClient, args: argparse.Namespace) -> int:
+    client.terminate(args.run_id, reason=args.reason, operator=_operator(args), tenant=args.tenant)
+    print("terminated")
+    return 0
+
+
+def run_reset(client: AmberClient, args: argparse.Namespace) -> int:
+    run = client.reset(
+        args.run_id,
+        to_event=args.to_event,
+        reason=args.reason,
+        operator=_operator(args),
+        tenant=args.tenant,
+    )
+    if args.json:
+        out.emit_json(out.run_json(run))
+    else:
+        print(f"new run {run.run_id} replays events 1..{args.to_event} and goes on from there")
+    return 0
+
+
+def _operator(args: argparse.Namespace) -> str:
+    import getpass
+
+    return str(args.operator or getpass.getuser())

@@ -116,6 +116,19 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
             }
             for f in desc.recent_failures
         ],
+        "timers": [
+            {
+                "timer": t.timer_id,
+                "kind": t.kind.value,
+                "cmd": t.cmd,
+                "fire_at": t.fire_at.isoformat(),
+            }
+            for t in desc.timers
+        ],
+        "discarded": [
+            {"time": d.created_at.isoformat(), "kind": d.kind, "detail": d.detail}
+            for d in desc.discarded
+        ],
     }
 
 
@@ -152,6 +165,10 @@ def run_text(run: Run) -> str:
         lines.append(f"result     {compact(payload(run.result), 200)}")
     if run.error_type is not None:
         lines.append(f"error      {run.error_type}: {run.error_message}")
+    if run.cancel_seq is not None and not run.status.closed:
+        lines.append(f"cancel     requested: {run.cancel_reason or '(no reason)'}")
+    if run.parent_run_id:
+        lines.append(f"parent     {run.parent_run_id}")
     lines.append(f"history    {run.last_seq} events")
     return "\n".join(lines)
 
