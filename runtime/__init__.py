@@ -32,6 +32,7 @@ from ._faults import (
     OutOfFuel,
 )
 from ._host import ActivationKind, ActivityHost
+from ._http import HttpPolicy, check_capabilities, http_policy
 from ._lifecycle import Lifecycle, NewCommand, RunSpec
 from ._projection import Projection, project
 from ._replay import (
@@ -94,6 +95,7 @@ __all__ = [
     "GuestFault",
     "GuestTrap",
     "HeartbeatAck",
+    "HttpPolicy",
     "JsonLinesExporter",
     "LeasedTask",
     "Lifecycle",
@@ -133,10 +135,12 @@ __all__ = [
     "WorkflowStep",
     "activate_workflow",
     "answer_query",
+    "check_capabilities",
     "configure_tracing",
     "decode",
     "encode",
     "from_ms",
+    "http_policy",
     "idempotency_key",
     "migrate_all",
     "project",

@@ -244,6 +244,7 @@ class AmberClient:
             fencing=task.fencing,
             worker_id=worker_id,
             workflow=m.workflow_completion_to_pb(done),
+            run_id=task.run_id,
             want_next=next_queue is not None,
             next_queue=next_queue or "",
         )
@@ -262,6 +263,7 @@ class AmberClient:
             fencing=task.fencing,
             worker_id=worker_id,
             activity=m.activity_completion_to_pb(outcome),
+            run_id=task.run_id,
             want_next=next_queue is not None,
             next_queue=next_queue or "",
         )
@@ -280,6 +282,7 @@ class AmberClient:
             fencing=task.fencing,
             worker_id=worker_id,
             failure=m.failure_report_to_pb(report),
+            run_id=task.run_id,
             want_next=next_queue is not None,
             next_queue=next_queue or "",
         )

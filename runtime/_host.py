@@ -21,7 +21,7 @@ from abi import HOST_IMPORTS, HOST_MODULE, MAX_ENVELOPE_BYTES, MAX_RANDOM_BYTES
 
 from ._clock import Clock, to_ms
 from ._faults import AbiViolation, DeadlineExceeded
-from ._http import HttpPolicy, perform
+from ._http import MAX_REQUEST_BYTES, HttpPolicy, perform
 
 MAX_LOG_BYTES = 4096
 MAX_LOG_LINES = 100
@@ -214,7 +214,7 @@ class HostImports:
 
     def _http_request(self, caller: wasmtime.Caller, ptr: int, length: int) -> int:
         state, host = self._activity_host("http_request")
-        request = _read(caller, state, ptr, length, MAX_ENVELOPE_BYTES)
+        request = _read(caller, state, ptr, length, MAX_REQUEST_BYTES)
         state.held = perform(
             request,
             policy=host.http,

@@ -18,6 +18,7 @@ from abi import RetryableError
 from history import Database
 
 from ._clock import Clock, SystemClock
+from ._http import check_capabilities
 from ._notify import Notifier
 from ._runs_service import RunService
 from ._servicer import AmberServicer
@@ -95,7 +96,7 @@ class AmberServer:
         self.runs = RunService(db, self.clock, self.settings, self.notifier)
         self.tasks = TaskService(db, self.clock, self.settings, self.notifier)
         self.timers = TimerService(db, self.clock, self.settings, self.notifier)
-        self.registry = versions.VersionRegistry(db)
+        self.registry = versions.VersionRegistry(db, manifest_checks=(check_capabilities,))
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
             options=GRPC_OPTIONS,

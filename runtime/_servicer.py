@@ -266,32 +266,35 @@ class AmberServicer(pb_grpc.AmberServicer):
     ) -> pb.CompleteTaskResponse:
         which = request.WhichOneof("completion")
         claim = self._claim(request.want_next, request.next_queue, request.worker_id)
-        if which == "workflow":
-            done = m.workflow_completion_from_pb(request.workflow)
-            claimed = self._tasks.complete_workflow(
-                task_id=request.task_id, fencing=request.fencing, done=done, claim_next=claim
-            )
-        elif which == "activity":
-            outcome = m.activity_completion_from_pb(request.activity)
-            claimed = self._tasks.complete_activity(
-                task_id=request.task_id,
-                fencing=request.fencing,
-                outcome=outcome,
-                claim_next=claim,
-            )
-        else:
-            raise InvalidInput("CompleteTask needs a workflow or an activity completion")
+        audit = self._tasks.refused_report(request.run_id, request.worker_id, f"{which} report")
+        with audit:
+            if which == "workflow":
+                done = m.workflow_completion_from_pb(request.workflow)
+                claimed = self._tasks.complete_workflow(
+                    task_id=request.task_id, fencing=request.fencing, done=done, claim_next=claim
+                )
+            elif which == "activity":
+                outcome = m.activity_completion_from_pb(request.activity)
+                claimed = self._tasks.complete_activity(
+                    task_id=request.task_id,
+                    fencing=request.fencing,
+                    outcome=outcome,
+                    claim_next=claim,
+                )
+            else:
+                raise InvalidInput("CompleteTask needs a workflow or an activity completion")
         return pb.CompleteTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc
     def FailTask(self, request: pb.FailTaskRequest, context: Any) -> pb.FailTaskResponse:
-        claimed = self._tasks.fail(
-            task_id=request.task_id,
-            fencing=request.fencing,
-            failure=m.failure_report_from_pb(request.failure),
-            worker=request.worker_id,
-            claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
-        )
+        with self._tasks.refused_report(request.run_id, request.worker_id, "failure report"):
+            claimed = self._tasks.fail(
+                task_id=request.task_id,
+                fencing=request.fencing,
+                failure=m.failure_report_from_pb(request.failure),
+                worker=request.worker_id,
+                claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
+            )
         return pb.FailTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc

@@ -7,7 +7,9 @@ enqueued, the finished task deleted, the failure counted — commit together or 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -28,6 +30,7 @@ from history import (
     TASKS_CHANNEL,
     Cursor,
     Database,
+    Discarded,
     Event,
     EventType,
     FailureRecord,
@@ -54,6 +57,7 @@ from history import (
     notify_txn,
     put_query_answer_txn,
     read_events_txn,
+    record_discarded_txn,
     record_failure_txn,
     requeue_task_txn,
     timed_out_tasks_txn,
@@ -215,6 +219,26 @@ class TaskService:
             lambda cur: extend_lease_txn(cur, task_id, fencing, until, details=details, now=now)
         )
         return HeartbeatAck(lease_expires_at=until, cancel_requested=cancel)
+
+    @contextlib.contextmanager
+    def refused_report(self, run_id: str, worker: str, what: str) -> Iterator[None]:
+        """Record a report refused for a lost lease (stale or repeated) before re-raising it:
+        it changes nothing in the run, but an operator can see that it came."""
+        try:
+            yield
+        except LeaseLost as exc:
+            try:
+                uuid.UUID(run_id)
+            except ValueError:
+                raise exc from None
+            discarded = Discarded(
+                run_id=run_id,
+                kind="stale_report",
+                detail=f"{what} from {worker or 'a worker'} refused: {exc}",
+                created_at=self._clock.now(),
+            )
+            self._db.run(lambda cur: record_discarded_txn(cur, discarded))
+            raise
 
     # -- workflow outcomes ---------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from abi import MANIFEST_SECTION, ManifestError, custom_section, parse_manifest
+from runtime import check_capabilities
 from versions import InvalidModule, validate_module
 
 __all__ = ["SDK_INCLUDE_DIR", "BuildError", "BuildResult", "build_module", "extract_manifest"]
@@ -105,7 +106,7 @@ def build_module(
     payload = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode()
     module += custom_section(MANIFEST_SECTION, payload)
     try:
-        validate_module(module)
+        validate_module(module, manifest_checks=(check_capabilities,))
     except InvalidModule as exc:
         raise BuildError(f"{source}: {exc}") from exc
 

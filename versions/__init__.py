@@ -29,7 +29,7 @@ from ._registry import (
     digest_of,
     resolve_version_txn,
 )
-from ._validate import DEFAULT_MAX_MODULE_BYTES, validate_module
+from ._validate import DEFAULT_MAX_MODULE_BYTES, ManifestCheck, validate_module
 
 
 def migrate(db: Database) -> list[int]:
@@ -43,6 +43,7 @@ __all__ = [
     "AmbiguousVersion",
     "ArtifactCache",
     "InvalidModule",
+    "ManifestCheck",
     "ModuleTooLarge",
     "ModuleVersion",
     "UnknownWorkflowType",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,7 +14,7 @@ from abi import Manifest, parse_manifest
 from history import Cursor, Database
 
 from ._errors import AmbiguousVersion, InvalidModule, UnknownWorkflowType, VersionNotFound
-from ._validate import DEFAULT_MAX_MODULE_BYTES, validate_module
+from ._validate import DEFAULT_MAX_MODULE_BYTES, ManifestCheck, validate_module
 
 _HEX = re.compile(r"[0-9a-f]{8,64}")
 
@@ -100,9 +101,16 @@ def resolve_version_txn(cur: Cursor, workflow_type: str, requested: str | None) 
 class VersionRegistry:
     """Upload, look up and fetch module versions. Public methods own their transactions."""
 
-    def __init__(self, db: Database, *, max_module_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_module_bytes: int = DEFAULT_MAX_MODULE_BYTES,
+        manifest_checks: Sequence[ManifestCheck] = (),
+    ) -> None:
         self._db = db
         self.max_module_bytes = max_module_bytes
+        self._manifest_checks = tuple(manifest_checks)
 
     def upload(self, wasm: bytes, *, now: datetime, promote: bool = False) -> UploadResult:
         """Validate and store a module. Same bytes again: a no-op returning the same digest.
@@ -110,7 +118,9 @@ class VersionRegistry:
         The version becomes current for each workflow type it declares that has no current
         version yet, and for all its types when `promote` is set.
         """
-        manifest = validate_module(wasm, max_bytes=self.max_module_bytes)
+        manifest = validate_module(
+            wasm, max_bytes=self.max_module_bytes, manifest_checks=self._manifest_checks
+        )
         digest = digest_of(wasm)
         manifest_json = json.dumps(manifest.to_json(), sort_keys=True)
 

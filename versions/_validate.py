@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import wasmtime
 
@@ -81,11 +81,21 @@ def _check_imports(module: wasmtime.Module) -> None:
             )
 
 
-def validate_module(wasm: bytes, *, max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -> Manifest:
+ManifestCheck = Callable[[Manifest], None]
+"""An extra check of a manifest (raising `ManifestError`), such as the host's capabilities."""
+
+
+def validate_module(
+    wasm: bytes,
+    *,
+    max_bytes: int = DEFAULT_MAX_MODULE_BYTES,
+    manifest_checks: Sequence[ManifestCheck] = (),
+) -> Manifest:
     """Return the manifest of a module that satisfies ABI v1, or raise `InvalidModule`.
 
-    Checks, in order: size cap, the manifest section (without running code), that the bytes
-    compile, the exports the manifest promises, and that every import is a known host import.
+    Checks, in order: size cap, the manifest section (without running code) and the given
+    `manifest_checks` (the runtime passes its capability check), that the bytes compile, the
+    exports the manifest promises, and that every import is a known host import.
     """
     if len(wasm) > max_bytes:
         raise ModuleTooLarge(f"module is {len(wasm)} bytes; the cap is {max_bytes} bytes")
@@ -93,6 +103,8 @@ def validate_module(wasm: bytes, *, max_bytes: int = DEFAULT_MAX_MODULE_BYTES) -
         raise InvalidModule("module is empty")
     try:
         manifest = read_manifest(wasm)
+        for check in manifest_checks:
+            check(manifest)
     except (ManifestError, WasmFormatError) as exc:
         raise InvalidModule(str(exc)) from exc
     try:

@@ -527,7 +527,7 @@ class ActivityCompletion(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
-    __slots__ = ("task_id", "fencing", "worker_id", "workflow", "activity", "stats", "want_next", "next_queue")
+    __slots__ = ("task_id", "fencing", "worker_id", "workflow", "activity", "stats", "want_next", "next_queue", "run_id")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -536,6 +536,7 @@ class CompleteTaskRequest(_message.Message):
     STATS_FIELD_NUMBER: _ClassVar[int]
     WANT_NEXT_FIELD_NUMBER: _ClassVar[int]
     NEXT_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
@@ -544,7 +545,8 @@ class CompleteTaskRequest(_message.Message):
     stats: ActivationStats
     want_next: bool
     next_queue: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowCompletion, _Mapping]] = ..., activity: _Optional[_Union[ActivityCompletion, _Mapping]] = ..., stats: _Optional[_Union[ActivationStats, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowCompletion, _Mapping]] = ..., activity: _Optional[_Union[ActivityCompletion, _Mapping]] = ..., stats: _Optional[_Union[ActivationStats, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class CompleteTaskResponse(_message.Message):
     __slots__ = ("next",)
@@ -571,20 +573,22 @@ class Failure(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., trap_code: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
-    __slots__ = ("task_id", "fencing", "worker_id", "failure", "want_next", "next_queue")
+    __slots__ = ("task_id", "fencing", "worker_id", "failure", "want_next", "next_queue", "run_id")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     FAILURE_FIELD_NUMBER: _ClassVar[int]
     WANT_NEXT_FIELD_NUMBER: _ClassVar[int]
     NEXT_QUEUE_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
     failure: Failure
     want_next: bool
     next_queue: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class FailTaskResponse(_message.Message):
     __slots__ = ("next",)
