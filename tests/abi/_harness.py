@@ -2,11 +2,14 @@
 
 Not the real sandbox: no deadlines (the epoch never ticks), just fuel and a memory limit so a
 misbehaving guest cannot hang a test. `await_results` raises `Suspended`, as the real host does.
+`publish` and `heartbeat` are recorded; whether the run asked an activity to stop is set per call
+(`cancel_requested`), and so is the HTTP response envelope `http_request` hands over (`http`).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,10 @@ def engine() -> wasmtime.Engine:
     return wasmtime.Engine(config)
 
 
+class AbiViolation(Exception):
+    """A guest broke an import's rules (the real host ends the activation with abi_violation)."""
+
+
 class Suspended(Exception):
     """Raised by the `await_results` import; carries the output envelope's bytes."""
 
@@ -48,6 +55,14 @@ class Call:
     now_calls: int = 0
     random_calls: list[int] = field(default_factory=list)
     sleeps: list[int] = field(default_factory=list)
+    publishes: list[tuple[str, bytes]] = field(default_factory=list)
+    heartbeats: list[bytes] = field(default_factory=list)
+    http_requests: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def published(self) -> dict[str, Any]:
+        """What a query for each name would answer: the last value published, decoded."""
+        return {name: msgpack.unpackb(value) for name, value in dict(self.publishes).items()}
 
     @property
     def output(self) -> dict[str, Any]:
@@ -64,21 +79,40 @@ def random_bytes(n: int) -> bytes:
     return bytes((i * 37 + 11) & 0xFF for i in range(n))
 
 
-def wf_envelope(workflow: str, payload: Any, results: list[list[Any]] | None = None) -> bytes:
+def wf_envelope(
+    workflow: str,
+    payload: Any,
+    results: list[list[Any]] | None = None,
+    *,
+    cancel: tuple[int, str] | None = None,
+    query: str | None = None,
+) -> bytes:
     input_ = msgpack.packb(payload)
     envelope = {"abi": 1, "run_id": "run-1", "workflow": workflow, "input": input_}
-    data: bytes = msgpack.packb(envelope | {"results": results or []})
+    envelope |= {"results": results or []}
+    if cancel is not None:
+        envelope["cancel"] = list(cancel)
+    if query is not None:
+        envelope["query"] = query
+    data: bytes = msgpack.packb(envelope)
     return data
 
 
-def act_envelope(activity: str, args: Any, *, attempt: int = 1, key: str = "key-1") -> bytes:
+def act_envelope(
+    activity: str, args: Any, *, attempt: int = 1, key: str = "key-1", details: bytes | None = None
+) -> bytes:
     """`args` is packed unless it is bytes already (raw, possibly invalid, msgpack)."""
     args = args if isinstance(args, bytes) else msgpack.packb(args)
     envelope = {"abi": 1, "run_id": "run-1", "activity": activity, "args": args}
-    data: bytes = msgpack.packb(
-        envelope | {"attempt": attempt, "idempotency_key": key, "deadline_ms": NOW_MS + 60_000}
-    )
+    envelope |= {"attempt": attempt, "idempotency_key": key, "deadline_ms": NOW_MS + 60_000}
+    if details is not None:
+        envelope["heartbeat_details"] = details
+    data: bytes = msgpack.packb(envelope)
     return data
+
+
+HttpResponder = Callable[[dict[str, Any]], dict[str, Any]]
+"""Maps a decoded HTTP request map to the response envelope the host hands back."""
 
 
 class Guest:
@@ -88,10 +122,19 @@ class Guest:
         self.module = wasmtime.Module.from_file(engine(), str(path))
 
     def call(
-        self, export: str, envelope: bytes, *, fuel: int = 50_000_000, memory: int = 16 * MiB
+        self,
+        export: str,
+        envelope: bytes,
+        *,
+        fuel: int = 50_000_000,
+        memory: int = 16 * MiB,
+        cancel_requested: bool = False,
+        http: dict[str, Any] | HttpResponder | None = None,
     ) -> Call:
-        """Runs `export`; guest traps propagate as `wasmtime.Trap`."""
+        """Runs `export`; guest traps propagate as `wasmtime.Trap`. `http` is the response
+        envelope for every request, or a function of the request that returns one."""
         call = Call()
+        held: list[bytes] = []  # the envelope `take` copies out
         store = wasmtime.Store(engine())
         store.set_fuel(fuel)
         store.set_epoch_deadline(1)
@@ -123,12 +166,40 @@ class Guest:
         def sleep(ms: int) -> None:
             call.sleeps.append(ms)
 
+        def publish(caller: wasmtime.Caller, name: int, name_len: int, val: int, n: int) -> None:
+            call.publishes.append((read(caller, name, name_len).decode(), read(caller, val, n)))
+
+        def heartbeat(caller: wasmtime.Caller, ptr: int, length: int) -> int:
+            call.heartbeats.append(read(caller, ptr, length))
+            return int(cancel_requested)
+
+        def http_request(caller: wasmtime.Caller, ptr: int, length: int) -> int:
+            request = msgpack.unpackb(read(caller, ptr, length))
+            call.http_requests.append(request)
+            assert http is not None, "the test set no HTTP response"
+            held[:] = [msgpack.packb(http(request) if callable(http) else http)]
+            return len(held[0])
+
+        def take(caller: wasmtime.Caller, ptr: int, length: int) -> None:
+            if not held or length != len(held[0]):
+                raise AbiViolation(f"take({length}) does not match the envelope the host holds")
+            memory_export = caller.get("memory")
+            assert isinstance(memory_export, wasmtime.Memory)
+            memory_export.write(caller, held.pop(), ptr)
+
         ft = wasmtime.FuncType
         linker.define_func("amber", "await_results", ft([i32, i32], []), await_results, True)
         linker.define_func("amber", "now", ft([], [i64]), now)
         linker.define_func("amber", "random", ft([i32, i32], []), random, True)
         linker.define_func("amber", "log", ft([i32, i32, i32], []), log, True)
         linker.define_func("amber", "sleep", ft([i64], []), sleep)
+        linker.define_func("amber", "publish", ft([i32] * 4, []), publish, True)
+        linker.define_func("amber", "heartbeat", ft([i32, i32], [i32]), heartbeat, True)
+        linker.define_func(
+            "amber", "cancel_requested", ft([], [i32]), lambda: int(cancel_requested)
+        )
+        linker.define_func("amber", "http_request", ft([i32, i32], [i32]), http_request, True)
+        linker.define_func("amber", "take", ft([i32, i32], []), take, True)
         instance = linker.instantiate(store, self.module)
         exports = instance.exports(store)
         mem, alloc, entry = exports["memory"], exports["amber_alloc"], exports[export]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgpack
 import pytest
 import wasmtime
@@ -14,11 +16,11 @@ def hostile(guests: dict[str, Guest]) -> Guest:
     return guests["hostile"]
 
 
-def workflow(guest: Guest, name: str, **kwargs: int) -> object:
+def workflow(guest: Guest, name: str, **kwargs: Any) -> object:
     return guest.call(f"amber_workflow.{name}", wf_envelope(name, {"x": 1}), **kwargs)
 
 
-def activity(guest: Guest, name: str, args: object = None, **kwargs: int) -> object:
+def activity(guest: Guest, name: str, args: object = None, **kwargs: Any) -> object:
     return guest.call(f"amber_activity.{name}", act_envelope(name, args or {}), **kwargs)
 
 
