@@ -44,12 +44,15 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "orders": (ROOT / "abi" / "samples" / "orders.c", {}),
     "orders_reordered": (ROOT / "abi" / "samples" / "orders.c", {"AMBER_VARIANT_REORDERED": "1"}),
     "chain": (ROOT / "abi" / "samples" / "chain.c", {}),
+    "shipment": (ROOT / "abi" / "samples" / "shipment.c", {}),
+    "payments": (ROOT / "abi" / "samples" / "payments.c", {}),
     "hostile": (ROOT / "tests" / "guests" / "hostile.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
 }
 AMBER_TABLES = (
     "amber_task_failures, amber_tasks, amber_events, amber_runs, amber_workflow_types,"
-    " amber_module_workflows, amber_modules"
+    " amber_module_workflows, amber_modules, amber_workflow_ids, amber_timers,"
+    " amber_signal_ids, amber_discarded, amber_query_results"
 )
 
 

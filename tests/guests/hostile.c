@@ -27,12 +27,24 @@
  *                              first (the host caps new commands per activation).
  *   idle (workflow)            suspends through await_results having issued nothing, so it
  *                              awaits nothing (the host refuses this as an ABI violation).
+ *   publish_then_trap (workflow) publishes "status" = "about to fail", then traps: a query still
+ *                              answers from what was published before the trap.
+ *   countdown (workflow)       input {"n": int}: continues as new with n-1 until n is 0, then
+ *                              completes with {"done": true}.
+ *   sleeper (workflow)         input {"ms": int}: a durable timer of that length, then completes
+ *                              with {"slept": ms}.
+ *   family (workflow)          input {"policy": str, "child_id": str, "child_input": any}: starts
+ *                              a `shipment` child with that parent-close policy and completes
+ *                              with the child's result (fails with its error).
+ *   chatty (workflow)          input {"n": int}: records n `now` markers (history limit tests),
+ *                              then waits for signal "stop".
  */
 #include "amber.h"
 
 AMBER_MANIFEST({
     "abi": 1,
-    "workflows": ["spin", "hog", "garbage", "boom", "sleepy_wf", "good", "call", "fanout", "idle"],
+    "workflows": ["spin", "hog", "garbage", "boom", "sleepy_wf", "good", "call", "fanout", "idle",
+                  "publish_then_trap", "countdown", "sleeper", "family", "chatty"],
     "activities": ["spin", "hog", "nap", "nap_briefly", "garbage", "badptr", "boom", "crash_on", "awaits"]
 })
 
@@ -128,6 +140,61 @@ EXPORT("amber_workflow.idle") wf_idle(int32_t ptr, int32_t len) {
                                   'm', 'a', 'n', 'd', 's', 0x90};
     amber__host_await_results(AMBER__PTR(env), (int32_t)sizeof env);
     __builtin_trap();
+}
+
+AMBER_WORKFLOW(publish_then_trap) {
+    (void)input;
+    static const uint8_t status[] = {0xad, 'a', 'b', 'o', 'u', 't', ' ', 't', 'o', ' ',
+                                     'f', 'a', 'i', 'l'}; /* "about to fail" */
+    amber_publish(wf, "status", amber_bytes_of(status, sizeof status));
+    __builtin_trap();
+}
+
+AMBER_WORKFLOW(countdown) {
+    int64_t n = 0;
+    amber_map_get_int(input, "n", &n);
+    if (n > 0) {
+        amber_writer w = amber_writer_heap(16);
+        amber_write_map(&w, 1);
+        amber_write_str(&w, "n");
+        amber_write_int(&w, n - 1);
+        return amber_wf_continue_as_new(wf, amber_writer_bytes(&w));
+    }
+    static const uint8_t done[] = {0x81, 0xa4, 'd', 'o', 'n', 'e', 0xc3}; /* {"done": true} */
+    return amber_wf_complete(wf, amber_bytes_of(done, sizeof done));
+}
+
+AMBER_WORKFLOW(sleeper) {
+    int64_t ms = 0;
+    amber_map_get_int(input, "ms", &ms);
+    amber_result r = amber_sleep(wf, ms);
+    if (!r.ok) return amber_wf_fail(wf, r.error_type, r.error_message);
+    amber_writer w = amber_writer_heap(16);
+    amber_write_map(&w, 1);
+    amber_write_str(&w, "slept");
+    amber_write_int(&w, ms);
+    return amber_wf_complete(wf, amber_writer_bytes(&w));
+}
+
+AMBER_WORKFLOW(family) {
+    amber_bytes policy, child_id, child_input;
+    if (!amber_map_get_str(input, "policy", &policy) ||
+        !amber_map_get_str(input, "child_id", &child_id) ||
+        !amber_map_get_raw(input, "child_input", &child_input))
+        return amber_wf_fail(wf, "BadInput", "expected {policy, child_id, child_input}");
+    amber_child_options options = {.parent_close_policy = amber_cstr(policy)};
+    uint32_t child = amber_start_child(wf, "shipment", child_id, child_input, &options);
+    amber_result r = amber_await(wf, child);
+    if (!r.ok) return amber_wf_fail(wf, r.error_type, r.error_message);
+    return amber_wf_complete(wf, r.value);
+}
+
+AMBER_WORKFLOW(chatty) {
+    int64_t n = 0;
+    amber_map_get_int(input, "n", &n);
+    for (int64_t i = 0; i < n; i++) (void)amber_now(wf);
+    amber_result r = amber_await_signal(wf, "stop");
+    return amber_wf_complete(wf, r.value);
 }
 
 /* ---- activities ------------------------------------------------------------------------- */

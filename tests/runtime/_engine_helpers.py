@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 from history import Run
-from runtime import AmberClient, Sandbox, Worker, WorkerSettings
+from runtime import AmberClient, Clock, Sandbox, Worker, WorkerSettings
 
 
-def make_worker(client: AmberClient, sandbox: Sandbox, worker_id: str = "test-worker") -> Worker:
-    return Worker(client, sandbox, WorkerSettings(worker_id=worker_id, poll_wait_s=0.2))
+def make_worker(
+    client: AmberClient,
+    sandbox: Sandbox,
+    worker_id: str = "test-worker",
+    clock: Clock | None = None,
+) -> Worker:
+    return Worker(client, sandbox, WorkerSettings(worker_id=worker_id, poll_wait_s=0.2), clock)
 
 
 def drive(
@@ -30,3 +37,32 @@ def run_one_task(client: AmberClient, sandbox: Sandbox) -> None:
     worker = make_worker(client, sandbox, worker_id="one-shot")
     worker.stop()  # a stopping worker reports without asking for more work
     assert worker.run_once(wait_s=2)
+
+
+def settle(worker: Worker, rounds: int = 200) -> int:
+    """Run tasks until none is visible (the runs are waiting on timers, signals or nothing)."""
+    for done in range(rounds):
+        if not worker.run_once(wait_s=0.05):
+            return done
+    raise AssertionError(f"still busy after {rounds} polls")
+
+
+def query(worker: Worker, client: AmberClient, run: str, name: str, **kwargs: Any) -> Any:
+    """Ask a query and let `worker` answer it (queries are tasks for workers)."""
+    answer: list[Any] = []
+    failure: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            answer.append(client.query(run, name, **kwargs))
+        except BaseException as exc:
+            failure.append(exc)
+
+    asking = threading.Thread(target=ask)
+    asking.start()
+    while asking.is_alive():
+        worker.run_once(wait_s=0.1)
+    asking.join()
+    if failure:
+        raise failure[0]
+    return answer[0]

@@ -15,8 +15,8 @@ from abi import InvalidInput, ScheduleActivity, WorkflowStatus
 from history import Database, EventType, LeaseLost, RunStatus, TaskKind
 from runtime import (
     AmberClient,
-    HeartbeatAck,
     AmberServer,
+    HeartbeatAck,
     LeasedTask,
     NewCommand,
     Sandbox,

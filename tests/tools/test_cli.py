@@ -128,3 +128,64 @@ def test_amber_dev_once_runs_the_demo_on_embedded_postgres(tmp_path: Path) -> No
     assert '"status":"shipped"' in done.stdout
     assert "RunCompleted" in done.stdout
     assert (tmp_path / "home" / "pgdata" / "PG_VERSION").exists()
+
+
+def test_signal_query_cancel_terminate_and_reset_from_the_command_line(
+    served: InProcessServer,
+    capsys: pytest.CaptureFixture[str],
+    modules: dict[str, bytes],
+) -> None:
+    import time
+
+    served.client.upload_version(modules["shipment"], promote=True)
+    served.client.upload_version(modules["orders"], promote=True)
+    shipment = '{"shipment_id": "C-9", "address": "x", "deadline_days": 2}'
+    code, out, _ = amber(capsys, served, "--json", "run", "start", "shipment", "--input", shipment,
+                         "--id", "cli-ship")  # fmt: skip
+    assert code == 0
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        code, out, _ = amber(capsys, served, "run", "query", "cli-ship", "status", "--json")
+        if code == 0 and json.loads(out)["status"] == "in_transit":
+            break
+        time.sleep(0.1)
+    assert json.loads(out)["status"] == "in_transit"
+    code, out, _ = amber(capsys, served, "run", "signal", "cli-ship", "delivered",
+                         "--payload", '{"signed_by": "Zed"}', "--request-id", "r1")  # fmt: skip
+    assert code == 0 and "delivered" in out
+    code, out, _ = amber(capsys, served, "run", "signal", "cli-ship", "delivered",
+                         "--payload", '{"signed_by": "Zed"}', "--request-id", "r1")  # fmt: skip
+    assert code == 0 and "duplicate" in out
+    code, out, _ = amber(capsys, served, "--json", "run", "result", "cli-ship", "--wait", "20")
+    assert json.loads(out)["result"]["signed_by"] == "Zed"
+
+    code, out, _ = amber(capsys, served, "run", "start", "shipment", "--input", shipment,
+                         "--id", "cli-cancel")  # fmt: skip
+    code, out, _ = amber(
+        capsys, served, "run", "cancel", "cli-cancel", "--reason", "no longer needed"
+    )
+    assert code == 0 and "cancellation requested" in out
+    code, out, _ = amber(capsys, served, "--json", "run", "result", "cli-cancel", "--wait", "20")
+    assert json.loads(out)["status"] == "cancelled"
+
+    code, out, _ = amber(capsys, served, "run", "start", "shipment", "--input", shipment,
+                         "--id", "cli-term")  # fmt: skip
+    with pytest.raises(SystemExit):  # argparse: --reason is required
+        amber(capsys, served, "run", "terminate", "cli-term")
+    assert "--reason" in capsys.readouterr().err
+    code, out, _ = amber(capsys, served, "run", "terminate", "cli-term", "--reason", "duplicate")
+    assert code == 0
+    code, out, _ = amber(capsys, served, "run", "describe", "cli-term")
+    assert "terminated" in out
+
+    order = '{"order_id": "C-10", "sku": "S", "quantity": 1, "amount_cents": 1}'
+    code, out, _ = amber(capsys, served, "run", "start", "orders", "--input", order,
+                         "--id", "cli-reset", "--wait", "20")  # fmt: skip
+    code, out, _ = amber(capsys, served, "run", "reset", "cli-reset", "--to-event", "4",
+                         "--reason", "re-ship")  # fmt: skip
+    assert code == 0 and "replays events 1..4" in out
+    code, out, _ = amber(capsys, served, "--json", "run", "result", "cli-reset", "--wait", "20")
+    assert json.loads(out)["status"] == "completed"
+    code, out, _ = amber(capsys, served, "--json", "run", "history", "cli-reset")
+    started = json.loads(out)[0]
+    assert started["type"] == "RunStarted" and "reset_from" in started["payload"]

@@ -1,0 +1,320 @@
+"""Durable semantics end to end through gRPC: timers, signals, queries, cancellation,
+termination, signal-with-start, continue-as-new, children and reset.
+
+Time moves only when a test moves the server's `ManualClock` and sweeps: nothing sleeps
+through a multi-day timer.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from history import EventType, LeaseLost, RunStatus
+from runtime import (
+    ManualClock,
+    QueryFailed,
+    QueryTimedOut,
+    RunClosed,
+    Sandbox,
+    decode,
+)
+from tests.conftest import InProcessServer
+
+from ._engine_helpers import make_worker, query, settle
+
+SHIPMENT = {"shipment_id": "S-1", "address": "1 Main St", "deadline_days": 3}
+
+
+@pytest.fixture
+def srv(make_server, modules: dict[str, bytes]) -> InProcessServer:
+    server: InProcessServer = make_server(clock=ManualClock())
+    for name in ("shipment", "hostile", "orders"):
+        server.client.upload_version(modules[name], promote=True)
+    return server
+
+
+def _advance(srv: InProcessServer, delta: timedelta) -> None:
+    assert isinstance(srv.clock, ManualClock)
+    srv.clock.advance(delta)
+    srv.server.sweep()
+
+
+def _types(srv: InProcessServer, run: str) -> list[EventType]:
+    return [e.type for e in srv.client.history(run)]
+
+
+def test_a_shipment_delivered_before_its_deadline(srv: InProcessServer, sandbox: Sandbox) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    run = srv.client.start_run("shipment", SHIPMENT, workflow_id="ship-1").run.run_id
+    settle(worker)
+    assert srv.client.result(run).status is RunStatus.RUNNING
+    status = query(worker, srv.client, run, "status")
+    assert status["status"] == "in_transit" and status["booking"]
+    (timer,) = srv.client.describe(run).timers
+    assert timer.fire_at - srv.clock.now() == timedelta(days=3)
+
+    assert srv.client.signal("ship-1", "delivered", {"signed_by": "Ann"})
+    settle(worker)
+    result = decode(srv.client.result(run).result)
+    assert result["status"] == "delivered" and result["signed_by"] == "Ann"
+    types = _types(srv, run)
+    assert EventType.TIMER_CANCELLED in types and EventType.TIMER_FIRED not in types
+    assert srv.client.describe(run).timers == ()
+    assert (
+        query(worker, srv.client, run, "status")["status"] == "delivered"
+    )  # closed runs answer too
+
+
+def test_a_shipment_whose_signal_never_comes_escalates_after_days(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    settle(worker)
+    _advance(srv, timedelta(days=3) - timedelta(minutes=1))
+    assert settle(worker) == 0  # not due yet
+    _advance(srv, timedelta(minutes=2))
+    settle(worker)
+    assert decode(srv.client.result(run).result)["status"] == "late"
+    names = [
+        e.payload["name"] for e in srv.client.history(run) if e.type is EventType.ACTIVITY_SCHEDULED
+    ]
+    assert names == ["book_carrier", "escalate"]
+    assert _types(srv, run).count(EventType.TIMER_FIRED) == 1
+
+
+def test_cancelling_a_shipment_runs_its_compensation(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    settle(worker)
+    assert srv.client.cancel(run, reason="customer changed their mind", operator="ops@x")
+    assert not srv.client.cancel(run, reason="again")  # already requested: no second event
+    settle(worker)
+    closed = srv.client.result(run)
+    assert closed.status is RunStatus.CANCELLED
+    events = srv.client.history(run)
+    (request,) = [e for e in events if e.type is EventType.CANCEL_REQUESTED]
+    assert request.payload == {"reason": "customer changed their mind", "by": "ops@x"}
+    scheduled = [e.payload["name"] for e in events if e.type is EventType.ACTIVITY_SCHEDULED]
+    assert scheduled == ["book_carrier", "cancel_booking"]
+    assert events[-1].type is EventType.RUN_CANCELLED
+    assert query(worker, srv.client, run, "status")["status"] == "cancelled"
+    with pytest.raises(RunClosed):
+        srv.client.signal(run, "delivered", {"signed_by": "late"})
+
+
+def test_a_signal_sent_before_the_workflow_waits_is_buffered(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    srv.client.signal(run, "delivered", {"signed_by": "Early Bird"})
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    result = decode(srv.client.result(run).result)
+    assert result == {**result, "status": "delivered", "signed_by": "Early Bird"}
+
+
+def test_a_duplicate_signal_delivery_changes_nothing(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    first = srv.client.signal(run, "delivered", {"signed_by": "A"}, request_id="courier-42")
+    second = srv.client.signal(run, "delivered", {"signed_by": "B"}, request_id="courier-42")
+    assert first and not second
+    assert _types(srv, run).count(EventType.SIGNAL_RECEIVED) == 1
+    (discarded,) = srv.client.describe(run).discarded
+    assert discarded.kind == "duplicate_signal" and "courier-42" in discarded.detail
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    assert decode(srv.client.result(run).result)["signed_by"] == "A"
+
+
+def test_a_duplicate_timer_fire_changes_nothing(srv: InProcessServer, sandbox: Sandbox) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    run = srv.client.start_run("sleeper", {"ms": 60_000}).run.run_id
+    settle(worker)
+    (timer,) = srv.client.describe(run).timers
+    assert srv.server.timers.fire(run, timer.timer_id)
+    assert not srv.server.timers.fire(run, timer.timer_id)
+    _advance(srv, timedelta(minutes=5))  # the sweeper finds nothing left to fire either
+    settle(worker)
+    assert decode(srv.client.result(run).result) == {"slept": 60_000}
+    assert _types(srv, run).count(EventType.TIMER_FIRED) == 1
+    assert [d.kind for d in srv.client.describe(run).discarded] == ["duplicate_timer_fire"]
+
+
+def test_terminating_closes_a_run_at_once_and_refuses_late_reports(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    from abi import ActivityOutcome, ActivityStatus
+
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    from ._engine_helpers import run_one_task
+
+    run_one_task(srv.client, sandbox)  # schedules book_carrier
+    activity = srv.client.poll_task(worker_id="slow", wait_s=1)
+    assert activity is not None and activity.name == "book_carrier"
+    srv.client.terminate(run, reason="fraud suspected", operator="ops@x")
+    closed = srv.client.result(run)
+    assert closed.status is RunStatus.TERMINATED and closed.error_message == "fraud suspected"
+    last = srv.client.history(run)[-1]
+    assert last.type is EventType.RUN_TERMINATED
+    assert last.payload == {"reason": "fraud suspected", "by": "ops@x"}
+    assert srv.client.describe(run).timers == () and srv.client.describe(run).tasks == ()
+    outcome = ActivityOutcome(status=ActivityStatus.COMPLETED, result=b"\x80")
+    with pytest.raises(LeaseLost):
+        srv.client.complete_activity(activity, outcome, worker_id="slow")
+    assert [d.kind for d in srv.client.describe(run).discarded] == ["stale_report"]
+    assert srv.client.history(run)[-1].type is EventType.RUN_TERMINATED
+
+
+def test_a_query_answers_from_a_run_that_keeps_failing(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    run = srv.client.start_run("publish_then_trap", None).run.run_id
+    worker.run_once(wait_s=1)
+    assert srv.client.describe(run).recent_failures[0].reason == "trap"
+    assert query(worker, srv.client, run, "status") == "about to fail"
+    assert _types(srv, run) == [EventType.RUN_STARTED]  # nothing appended by the query
+    with pytest.raises(QueryFailed, match="nothing under 'nope'"):
+        query(worker, srv.client, run, "nope")
+
+
+def test_a_query_with_no_worker_times_out_and_leaves_nothing_behind(
+    srv: InProcessServer,
+) -> None:
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    with pytest.raises(QueryTimedOut):
+        srv.client.query(run, "status", wait_s=0.3)
+    kinds = [t.kind.value for t in srv.client.describe(run).tasks]
+    assert kinds == ["workflow"]
+
+
+def test_signal_with_start_starts_once_then_signals(srv: InProcessServer, sandbox: Sandbox) -> None:
+    first = srv.client.start_run(
+        "shipment", SHIPMENT, workflow_id="sws", signal="delivered",
+        signal_payload={"signed_by": "Bo"},
+    )  # fmt: skip
+    assert not first.already_started and first.signalled
+    again = srv.client.start_run(
+        "shipment", SHIPMENT, workflow_id="sws", signal="delivered",
+        signal_payload={"signed_by": "Cy"},
+    )  # fmt: skip
+    assert again.already_started and again.signalled and again.run.run_id == first.run.run_id
+    assert _types(srv, "sws").count(EventType.SIGNAL_RECEIVED) == 2
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    assert decode(srv.client.result("sws").result)["signed_by"] == "Bo"
+
+
+def test_continue_as_new_chains_runs_under_one_workflow_id(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    first = srv.client.start_run("countdown", {"n": 3}, workflow_id="cd").run.run_id
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    last = srv.client.result("cd")
+    assert decode(last.result) == {"done": True} and last.run_id != first
+    runs, _ = srv.client.list_runs(workflow_type="countdown")
+    assert sorted(r.status.value for r in runs) == ["completed"] + ["continued_as_new"] * 3
+    chain = [first]
+    while True:
+        events = srv.client.history(chain[-1])
+        if events[-1].type is not EventType.RUN_CONTINUED_AS_NEW:
+            break
+        chain.append(events[-1].payload["next_run_id"])
+        assert decode(events[-1].payload["input"]) == {"n": 3 - len(chain) + 1}
+    assert chain[-1] == last.run_id and len(chain) == 4
+    started = srv.client.history(last.run_id)[0]
+    assert started.payload["continued_from"] == chain[-2]
+    # The start stays idempotent on the chain's first request.
+    again = srv.client.start_run("countdown", {"n": 3}, workflow_id="cd")
+    assert again.already_started and again.run.run_id == last.run_id
+
+
+@pytest.mark.parametrize(
+    ("policy", "child_status"),
+    [
+        ("terminate", RunStatus.TERMINATED),
+        ("cancel", RunStatus.CANCELLED),
+        ("abandon", RunStatus.RUNNING),
+    ],
+)
+def test_closing_a_parent_applies_its_children_s_policy(
+    srv: InProcessServer, sandbox: Sandbox, policy: str, child_status: RunStatus
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    child_id = f"child-{policy}"
+    parent = srv.client.start_run(
+        "family", {"policy": policy, "child_id": child_id, "child_input": SHIPMENT}
+    ).run.run_id
+    settle(worker)
+    child = srv.client.result(child_id)
+    assert child.status is RunStatus.RUNNING and child.parent_run_id == parent
+    srv.client.terminate(parent, reason="test")
+    settle(worker)
+    assert srv.client.result(child_id).status is child_status
+
+
+def test_a_parent_gets_its_child_s_result(srv: InProcessServer, sandbox: Sandbox) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    parent = srv.client.start_run(
+        "family", {"policy": "terminate", "child_id": "kid", "child_input": SHIPMENT}
+    ).run.run_id
+    settle(worker)
+    srv.client.signal("kid", "delivered", {"signed_by": "Di"})
+    settle(worker)
+    result = decode(srv.client.result(parent).result)
+    assert result["status"] == "delivered" and result["signed_by"] == "Di"
+    assert EventType.CHILD_COMPLETED in _types(srv, parent)
+
+
+def test_a_child_that_cannot_start_is_a_failed_result(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    srv.client.start_run("shipment", SHIPMENT, workflow_id="taken")
+    parent = srv.client.start_run(
+        "family", {"policy": "abandon", "child_id": "taken", "child_input": SHIPMENT}
+    ).run.run_id
+    settle(worker)
+    closed = srv.client.result(parent)
+    assert closed.status is RunStatus.FAILED and closed.error_type == "ChildStartFailed"
+
+
+def test_reset_replays_history_up_to_an_event_and_goes_on(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    order = {"order_id": "R-9", "sku": "S", "quantity": 1, "amount_cents": 10}
+    old = srv.client.start_run("orders", order, workflow_id="order-R-9").run.run_id
+    settle(worker)
+    old_events = srv.client.history(old)
+    assert old_events[3].type is EventType.ACTIVITY_COMPLETED  # reserve_inventory
+    new = srv.client.reset(old, to_event=4, reason="charge was wrong", operator="ops@x")
+    assert new.run_id != old and new.workflow_id == "order-R-9"
+    settle(worker)
+    assert srv.client.result("order-R-9").run_id == new.run_id
+    assert decode(srv.client.result(new.run_id).result)["status"] == "shipped"
+    new_events = srv.client.history(new.run_id)
+    assert new_events[0].payload["reset_from"] == {"run_id": old, "seq": 4}
+    assert [(e.type, e.payload) for e in new_events[1:4]] == [
+        (e.type, e.payload) for e in old_events[1:4]
+    ]
+    marker = srv.client.history(old)[-1]
+    assert marker.type is EventType.RUN_RESET and marker.payload["new_run_id"] == new.run_id
+
+
+def test_reset_of_a_waiting_run_restores_its_timer_and_terminates_the_old_one(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    old = srv.client.start_run("sleeper", {"ms": 3_600_000}).run.run_id
+    settle(worker)
+    new = srv.client.reset(old, to_event=srv.client.result(old).last_seq, reason="move")
+    assert srv.client.result(old).status is RunStatus.TERMINATED
+    assert len(srv.client.describe(new.run_id).timers) == 1
+    _advance(srv, timedelta(hours=2))
+    settle(worker)
+    assert decode(srv.client.result(new.run_id).result) == {"slept": 3_600_000}
