@@ -318,3 +318,57 @@ def test_reset_of_a_waiting_run_restores_its_timer_and_terminates_the_old_one(
     _advance(srv, timedelta(hours=2))
     settle(worker)
     assert decode(srv.client.result(new.run_id).result) == {"slept": 3_600_000}
+
+
+def test_a_second_completion_of_the_same_attempt_changes_nothing(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    from abi import ActivityOutcome, ActivityStatus
+
+    from ._engine_helpers import run_one_task
+
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    run_one_task(srv.client, sandbox)
+    task = srv.client.poll_task(worker_id="w", wait_s=1)
+    assert task is not None
+    outcome = ActivityOutcome(status=ActivityStatus.COMPLETED, result=b"\x81\xa7booking\xa3B-1")
+    srv.client.complete_activity(task, outcome, worker_id="w")
+    with pytest.raises(LeaseLost):
+        srv.client.complete_activity(task, outcome, worker_id="w")
+    assert _types(srv, run).count(EventType.ACTIVITY_COMPLETED) == 1
+    assert [d.kind for d in srv.client.describe(run).discarded] == ["stale_report"]
+
+
+def test_a_running_activity_learns_of_cancellation_through_its_heartbeat(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    from ._engine_helpers import run_one_task
+
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    run_one_task(srv.client, sandbox)
+    task = srv.client.poll_task(worker_id="w", wait_s=1)
+    assert task is not None and not task.cancel_requested
+    assert not srv.client.heartbeat(task, worker_id="w").cancel_requested
+    srv.client.cancel(run, reason="stop")
+    assert srv.client.heartbeat(task, worker_id="w").cancel_requested
+    assert srv.client.heartbeat(task, worker_id="w", details=b"\xc0").cancel_requested
+
+
+def test_an_activity_not_yet_started_is_not_started_after_cancellation(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    from ._engine_helpers import run_one_task
+
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    run_one_task(srv.client, sandbox)  # book_carrier is scheduled, no worker has it yet
+    srv.client.cancel(run, reason="too late")
+    events = srv.client.history(run)
+    (dropped,) = [e for e in events if e.type is EventType.ACTIVITY_CANCELLED]
+    assert dropped.payload["cmd"] == 0
+    assert [t.kind.value for t in srv.client.describe(run).tasks] == ["workflow"]
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    assert srv.client.result(run).status is RunStatus.CANCELLED
+    scheduled = [
+        e.payload["name"] for e in srv.client.history(run) if e.type is EventType.ACTIVITY_SCHEDULED
+    ]
+    assert scheduled == ["book_carrier"]  # nothing was booked, so nothing to compensate
