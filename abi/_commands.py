@@ -87,6 +87,13 @@ class AwaitSignal:
     name: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Patched:
+    """The workflow took the new path of a patch (recorded so replays take it too)."""
+
+    change_id: str
+
+
 PARENT_CLOSE_POLICIES = ("terminate", "cancel", "abandon")
 
 
@@ -109,6 +116,7 @@ Command = (
     | CancelTimer
     | AwaitSignal
     | StartChild
+    | Patched
 )
 
 _KIND_OF: dict[type, str] = {
@@ -119,6 +127,7 @@ _KIND_OF: dict[type, str] = {
     CancelTimer: "cancel_timer",
     AwaitSignal: "signal",
     StartChild: "child",
+    Patched: "patched",
 }
 
 
@@ -245,6 +254,15 @@ def _child(value: list[Any], where: str) -> Command:
     )
 
 
+def _patched(value: list[Any], where: str) -> Command:
+    if len(value) != 2:
+        raise MalformedEnvelope(f"{where}: expected ['patched', change_id]")
+    change_id = _str(value[1], where, "change id")
+    if not 1 <= len(change_id) <= 128:
+        raise MalformedEnvelope(f"{where}: a change id has 1 to 128 characters")
+    return Patched(change_id=change_id)
+
+
 _PARSERS = {
     "activity": _activity,
     "now": _now,
@@ -253,6 +271,7 @@ _PARSERS = {
     "cancel_timer": _cancel_timer,
     "signal": _signal,
     "child": _child,
+    "patched": _patched,
 }
 
 
@@ -311,6 +330,8 @@ def encode_command(command: Command) -> list[Any]:
             return ["cancel_timer", target]
         case AwaitSignal(name=name):
             return ["signal", name]
+        case Patched(change_id=change_id):
+            return ["patched", change_id]
         case StartChild() as child:
             child_options: dict[str, Any] = {"parent_close_policy": child.parent_close_policy}
             if child.version:

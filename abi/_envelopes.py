@@ -38,7 +38,7 @@ class RecordedResult:
 
     cmd: int
     seq: int
-    value: bytes | int | None = None
+    value: bytes | int | str | None = None
     error: ErrorInfo | None = None
 
     def encode(self) -> list[Any]:
@@ -95,6 +95,7 @@ def encode_workflow_input(
     workflow: str,
     input: bytes,
     results: Sequence[RecordedResult],
+    recorded: int = 0,
     cancel: CancelRequest | None = None,
     query: str | None = None,
 ) -> bytes:
@@ -105,6 +106,7 @@ def encode_workflow_input(
         "workflow": workflow,
         "input": input,
         "results": [r.encode() for r in results],
+        "recorded": recorded,
     }
     if cancel is not None:
         doc["cancel"] = [cancel.seq, cancel.reason]

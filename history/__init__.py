@@ -14,6 +14,7 @@ migrations or leases (absent on CockroachDB, our scale-out path); a separate "do
 
 from importlib.resources import files
 
+from ._audit import AuditEntry, audit_for_txn, record_audit_txn
 from ._database import Cursor, Database
 from ._deliveries import Discarded, claim_signal_id_txn, record_discarded_txn, run_discarded_txn
 from ._embedded import (
@@ -35,14 +36,22 @@ from ._events import (
 from ._failures import FailureRecord, record_failure_txn, run_failures_txn
 from ._log import append_events_txn, read_events_txn
 from ._migrations import Migration, apply_migrations, load_migrations
-from ._queries import QueryAnswer, put_query_answer_txn, take_query_answer_txn
+from ._queries import (
+    QueryAnswer,
+    drop_read_tasks_txn,
+    put_query_answer_txn,
+    take_query_answer_txn,
+    take_query_answers_txn,
+)
 from ._runs import (
     NewRun,
     Run,
     RunClosing,
     RunQuery,
     RunStatus,
+    VersionUse,
     advance_commands_txn,
+    block_upgrade_txn,
     claim_workflow_id_txn,
     close_run_txn,
     get_run_by_workflow_id_txn,
@@ -52,8 +61,11 @@ from ._runs import (
     mark_cancel_requested_txn,
     mark_history_warned_txn,
     open_children_txn,
+    repin_run_txn,
     repoint_workflow_id_txn,
+    runs_of_type_txn,
     set_next_cmd_txn,
+    version_use_txn,
 )
 from ._tasks import (
     QUERIES_CHANNEL,
@@ -107,6 +119,7 @@ __all__ = [
     "QUERIES_CHANNEL",
     "RUNS_CHANNEL",
     "TASKS_CHANNEL",
+    "AuditEntry",
     "Cursor",
     "Database",
     "Discarded",
@@ -132,11 +145,14 @@ __all__ = [
     "Timer",
     "TimerKind",
     "VersionConflict",
+    "VersionUse",
     "WorkflowIdInUse",
     "advance_commands_txn",
     "amber_home",
     "append_events_txn",
     "apply_migrations",
+    "audit_for_txn",
+    "block_upgrade_txn",
     "claim_due_timers_txn",
     "claim_signal_id_txn",
     "claim_task_txn",
@@ -147,6 +163,7 @@ __all__ = [
     "delete_run_timers_txn",
     "delete_task_txn",
     "delete_timer_txn",
+    "drop_read_tasks_txn",
     "encode_payload",
     "enqueue_task_txn",
     "expired_leases_txn",
@@ -169,8 +186,10 @@ __all__ = [
     "pending_activity_tasks_txn",
     "put_query_answer_txn",
     "read_events_txn",
+    "record_audit_txn",
     "record_discarded_txn",
     "record_failure_txn",
+    "repin_run_txn",
     "repoint_workflow_id_txn",
     "request_activity_cancel_txn",
     "requeue_task_txn",
@@ -179,9 +198,12 @@ __all__ = [
     "run_failures_txn",
     "run_tasks_txn",
     "run_timers_txn",
+    "runs_of_type_txn",
     "set_next_cmd_txn",
     "start_embedded_postgres",
     "take_query_answer_txn",
+    "take_query_answers_txn",
     "timed_out_tasks_txn",
+    "version_use_txn",
     "workflow_timer_id",
 ]

@@ -64,6 +64,11 @@ class EventType(enum.StrEnum):
     RUN_RESET = "RunReset"
     """An operator reset the run: a new run replays history up to `to_seq`
     [new_run_id, to_seq, reason, by]."""
+    RUN_MIGRATED = "RunMigrated"
+    """The run moved to another module version after a replay check
+    [from, to, checked_seq, by, reason]; later activations replay on `to`."""
+    UPGRADE_FAILED = "UpgradeFailed"
+    """An automatic upgrade could not replay the run on `to` [to, detail]; it stays put."""
     HISTORY_WARNING = "HistoryWarning"
     """The history passed the warning threshold of its limits [events, bytes]."""
 

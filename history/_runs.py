@@ -59,6 +59,8 @@ class Run:
     cancel_reason: str | None = None
     history_bytes: int = 0
     history_warned: bool = False
+    upgrade_blocked: str | None = None
+    """A version an automatic upgrade could not replay this run on."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,7 +97,7 @@ _COLUMNS = (
     "run_id::text, tenant, workflow_id, workflow_type, digest, queue, status, input, result,"
     " error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,"
     " parent_run_id::text, parent_cmd, parent_close_policy, cancel_seq, cancel_reason,"
-    " history_bytes, history_warned"
+    " history_bytes, history_warned, upgrade_blocked"
 )
 
 
@@ -103,7 +105,7 @@ def _run(row: tuple[Any, ...]) -> Run:
     (run_id, tenant, workflow_id, workflow_type, digest, queue, status, input_, result,
      error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,
      parent_run_id, parent_cmd, parent_close_policy, cancel_seq, cancel_reason, history_bytes,
-     history_warned) = row  # fmt: skip
+     history_warned, upgrade_blocked) = row  # fmt: skip
     return Run(
         run_id=run_id,
         tenant=tenant,
@@ -128,6 +130,7 @@ def _run(row: tuple[Any, ...]) -> Run:
         cancel_reason=cancel_reason,
         history_bytes=history_bytes,
         history_warned=history_warned,
+        upgrade_blocked=upgrade_blocked,
     )
 
 
@@ -273,3 +276,52 @@ def open_children_txn(cur: Cursor, parent_run_id: str) -> list[Run]:
 def set_next_cmd_txn(cur: Cursor, run_id: str, next_cmd: int) -> None:
     """Set the next command index (a reset copies a history with commands already issued)."""
     cur.execute("UPDATE amber_runs SET next_cmd = %s WHERE run_id = %s", (next_cmd, run_id))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionUse:
+    """How much a module version is still referenced by runs and tasks."""
+
+    running: int
+    """Open runs pinned to it (they replay on it)."""
+    closed: int
+    tasks: int
+    """Task rows that will run on it (activity retries run on the version that scheduled them)."""
+
+
+def version_use_txn(cur: Cursor, digest: str) -> VersionUse:
+    cur.execute(
+        "SELECT count(*) FILTER (WHERE status = 'running'),"
+        " count(*) FILTER (WHERE status <> 'running') FROM amber_runs WHERE digest = %s",
+        (digest,),
+    )
+    running, closed = cur.fetchone() or (0, 0)
+    cur.execute("SELECT count(*) FROM amber_tasks WHERE digest = %s", (digest,))
+    row = cur.fetchone()
+    return VersionUse(running=running, closed=closed, tasks=row[0] if row else 0)
+
+
+def runs_of_type_txn(cur: Cursor, workflow_type: str, *, running: bool, limit: int) -> list[Run]:
+    """Open runs of a type (all, up to `limit`), or its most recently closed ones."""
+    status = "status = 'running'" if running else "status <> 'running'"
+    cur.execute(
+        f"SELECT {_COLUMNS} FROM amber_runs WHERE workflow_type = %s AND {status}"
+        " ORDER BY run_id DESC LIMIT %s",
+        (workflow_type, limit),
+    )
+    return [_run(row) for row in cur.fetchall()]
+
+
+def repin_run_txn(cur: Cursor, run_id: str, digest: str) -> None:
+    """Move a run to another module version (its pending workflow task too; activity tasks
+    keep the version that scheduled them)."""
+    cur.execute("UPDATE amber_runs SET digest = %s WHERE run_id = %s", (digest, run_id))
+    cur.execute(
+        "UPDATE amber_tasks SET digest = %s WHERE run_id = %s AND kind = 'workflow'",
+        (digest, run_id),
+    )
+
+
+def block_upgrade_txn(cur: Cursor, run_id: str, digest: str) -> None:
+    """Remember that this run cannot replay on `digest` (an automatic upgrade failed)."""
+    cur.execute("UPDATE amber_runs SET upgrade_blocked = %s WHERE run_id = %s", (digest, run_id))

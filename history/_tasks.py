@@ -28,6 +28,8 @@ class TaskKind(enum.StrEnum):
     WORKFLOW = "workflow"
     ACTIVITY = "activity"
     QUERY = "query"
+    CHECK = "check"
+    """Replay a run on a candidate version and report whether it is compatible."""
 
 
 class TaskState(enum.StrEnum):
@@ -258,7 +260,9 @@ def delete_task_txn(cur: Cursor, task_id: int) -> None:
 
 def delete_run_tasks_txn(cur: Cursor, run_id: str) -> int:
     """Drop every task of a run (it closed); late reports then get `LeaseLost`."""
-    cur.execute("DELETE FROM amber_tasks WHERE run_id = %s AND kind <> 'query'", (run_id,))
+    cur.execute(
+        "DELETE FROM amber_tasks WHERE run_id = %s AND kind IN ('workflow', 'activity')", (run_id,)
+    )
     return cur.rowcount
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -10,10 +10,12 @@ import msgpack
 
 from abi import ActivityOutcome, ErrorInfo
 from history import Event, Run
-from versions import ModuleVersion, UploadResult
+from versions import ModuleVersion, TypeStatus, UploadResult
 
 from . import _mapping as m
 from ._clock import from_ms
+from ._migration import RunCheck
+from ._replay import ActivationStats
 from ._runs_service import MAX_HISTORY_PAGE, RunDescription, StartResult
 from ._server import GRPC_OPTIONS
 from ._status import error_from_rpc
@@ -201,8 +203,10 @@ class AmberClient:
 
     # -- versions ----------------------------------------------------------------------------
 
-    def upload_version(self, wasm: bytes, *, promote: bool = False) -> UploadResult:
-        request = pb.UploadVersionRequest(module=wasm, promote=promote)
+    def upload_version(
+        self, wasm: bytes, *, promote: bool = False, label: str = ""
+    ) -> UploadResult:
+        request = pb.UploadVersionRequest(module=wasm, promote=promote, label=label)
         response = self._call(self._stub.UploadVersion, request)
         return UploadResult(version=m.version_from_pb(response.version), created=response.created)
 
@@ -213,6 +217,84 @@ class AmberClient:
     def get_version(self, ref: str) -> ModuleVersion:
         response = self._call(self._stub.GetVersion, pb.GetVersionRequest(ref=ref))
         return m.version_from_pb(response.version)
+
+    def label_version(self, ref: str, label: str, *, operator: str = "") -> ModuleVersion:
+        """Name a version (`orders@2.0`); a label names one digest forever."""
+        request = pb.LabelVersionRequest(ref=ref, label=label, operator=operator)
+        return m.version_from_pb(self._call(self._stub.LabelVersion, request).version)
+
+    def change_rollout(
+        self,
+        workflow_type: str,
+        action: str,
+        ref: str = "",
+        *,
+        percent: int = 0,
+        operator: str = "",
+        reason: str = "",
+    ) -> TypeStatus:
+        """promote / ramp / rollback / auto_upgrade / stop_auto_upgrade; audited."""
+        request = pb.ChangeRolloutRequest(
+            workflow_type=workflow_type,
+            action=action,
+            ref=ref,
+            percent=percent,
+            operator=operator,
+            reason=reason,
+        )
+        return m.rollout_from_pb(self._call(self._stub.ChangeRollout, request))
+
+    def rollout(self, workflow_type: str) -> TypeStatus:
+        """The type's versions side by side: role, pinned runs, activations, failures, fuel."""
+        request = pb.GetRolloutRequest(workflow_type=workflow_type)
+        return m.rollout_from_pb(self._call(self._stub.GetRollout, request))
+
+    def retire_version(self, ref: str, *, reason: str, operator: str = "") -> ModuleVersion:
+        """Retire a version nothing uses any more (refused, with the counts, otherwise)."""
+        request = pb.RetireVersionRequest(ref=ref, reason=reason, operator=operator)
+        return m.version_from_pb(self._call(self._stub.RetireVersion, request).version)
+
+    def check_version(
+        self,
+        candidate: str,
+        workflow_type: str,
+        *,
+        run_ids: Sequence[str] = (),
+        closed_sample: int = 0,
+        wait_s: float = 60.0,
+    ) -> tuple[str, list[RunCheck]]:
+        """Replay runs on a candidate version; a verdict per run (first divergence if any)."""
+        request = pb.CheckVersionRequest(
+            candidate=candidate,
+            workflow_type=workflow_type,
+            run_ids=list(run_ids),
+            closed_sample=closed_sample,
+            wait_ms=int(wait_s * 1000),
+        )
+        response = self._call(self._stub.CheckVersion, request, extra_timeout_s=wait_s)
+        return response.candidate, [m.run_check_from_pb(c) for c in response.runs]
+
+    def migrate_runs(
+        self,
+        candidate: str,
+        workflow_type: str,
+        *,
+        run_ids: Sequence[str] = (),
+        reason: str,
+        operator: str = "",
+        wait_s: float = 60.0,
+    ) -> tuple[str, list[RunCheck]]:
+        """Move the open runs that pass a replay check onto `candidate` (audited)."""
+        request = pb.MigrateRunsRequest(
+            candidate=candidate,
+            workflow_type=workflow_type,
+            run_ids=list(run_ids),
+            operator=operator,
+            reason=reason,
+            wait_ms=int(wait_s * 1000),
+        )
+        response = self._call(self._stub.MigrateRuns, request, extra_timeout_s=wait_s)
+        return response.candidate, [m.run_check_from_pb(c) for c in response.runs]
 
     def get_module(self, digest: str) -> bytes:
         response = self._call(self._stub.GetModule, pb.GetModuleRequest(digest=digest))
@@ -238,11 +320,13 @@ class AmberClient:
         *,
         worker_id: str,
         next_queue: str | None = None,
+        stats: ActivationStats | None = None,
     ) -> LeasedTask | None:
         request = pb.CompleteTaskRequest(
             task_id=task.task_id,
             fencing=task.fencing,
             worker_id=worker_id,
+            stats=m.stats_to_pb(task, stats),
             workflow=m.workflow_completion_to_pb(done),
             run_id=task.run_id,
             want_next=next_queue is not None,
@@ -257,11 +341,13 @@ class AmberClient:
         *,
         worker_id: str,
         next_queue: str | None = None,
+        stats: ActivationStats | None = None,
     ) -> LeasedTask | None:
         request = pb.CompleteTaskRequest(
             task_id=task.task_id,
             fencing=task.fencing,
             worker_id=worker_id,
+            stats=m.stats_to_pb(task, stats),
             activity=m.activity_completion_to_pb(outcome),
             run_id=task.run_id,
             want_next=next_queue is not None,
@@ -281,6 +367,7 @@ class AmberClient:
             task_id=task.task_id,
             fencing=task.fencing,
             worker_id=worker_id,
+            stats=m.stats_to_pb(task, None, fuel_used=report.fuel_used or 0),
             failure=m.failure_report_to_pb(report),
             run_id=task.run_id,
             want_next=next_queue is not None,

@@ -19,6 +19,7 @@ from abi import (
     AwaitSignal,
     CancelTimer,
     Command,
+    Patched,
     RecordNow,
     RecordRandom,
     ScheduleActivity,
@@ -63,7 +64,7 @@ from history import (
     request_activity_cancel_txn,
     workflow_timer_id,
 )
-from versions import resolve_version_txn
+from versions import select_version_txn
 
 from ._clock import Clock, to_ms
 from ._ids import new_run_id
@@ -317,6 +318,9 @@ class Lifecycle:
             case AwaitSignal(name=name):
                 event(EventType.SIGNAL_AWAITED, name=name)
                 return False
+            case Patched(change_id=change_id):
+                event(EventType.MARKER_RECORDED, kind="patched", value=change_id)
+                return False
             case StartChild() as child:
                 return self._start_child_txn(cur, run, digest, new.cmd, child, effects)
         raise AssertionError(command)
@@ -342,18 +346,23 @@ class Lifecycle:
         }
         cur.execute("SAVEPOINT amber_child")
         try:
-            child_digest = resolve_version_txn(cur, child.workflow_type, child.version or None)
+            selection = select_version_txn(
+                cur, child.workflow_type, child.workflow_id, child.version or None
+            )
             spec = RunSpec(
                 tenant=run.tenant,
                 workflow_id=child.workflow_id,
                 workflow_type=child.workflow_type,
-                digest=child_digest,
+                digest=selection.digest,
                 queue=run.queue,
                 input=child.input,
                 parent_run_id=run.run_id,
                 parent_cmd=cmd,
                 parent_close_policy=child.parent_close_policy,
-                started={"parent": {"run_id": run.run_id, "cmd": cmd}},
+                started={
+                    "parent": {"run_id": run.run_id, "cmd": cmd},
+                    "version": selection.to_event(),
+                },
             )
             child_run, wakes = self.create_run_txn(cur, spec)
         except AmberError as exc:

@@ -29,13 +29,16 @@ from history import (
     TaskState,
     Timer,
     TimerKind,
+    VersionUse,
     decode_payload,
     encode_payload,
 )
-from versions import ModuleVersion
+from versions import ModuleVersion, TypeRollout, TypeStatus, VersionHealth, VersionStatus
 
 from ._clock import from_ms, to_ms
 from ._lifecycle import NewCommand
+from ._migration import RunCheck
+from ._replay import ActivationStats
 from ._runs_service import RunDescription
 from ._tasks_service import (
     ClaimedTask,
@@ -257,22 +260,123 @@ def description_from_pb(msg: pb.DescribeRunResponse) -> RunDescription:
 
 
 def version_to_pb(version: ModuleVersion) -> pb.VersionInfo:
-    return pb.VersionInfo(
+    msg = pb.VersionInfo(
         digest=version.digest,
         size=version.size,
         manifest_json=json.dumps(version.manifest.to_json(), sort_keys=True),
         uploaded_ms=_ms(version.uploaded_at),
         current_for=list(version.current_for),
+        candidate_for=list(version.candidate_for),
+        labels=list(version.labels),
+        retired_ms=_ms(version.retired_at),
     )
+    if version.use is not None:
+        msg.has_use = True
+        msg.running_runs = version.use.running
+        msg.closed_runs = version.use.closed
+        msg.tasks = version.use.tasks
+    return msg
 
 
 def version_from_pb(msg: pb.VersionInfo) -> ModuleVersion:
+    use = None
+    if msg.has_use:
+        use = VersionUse(running=msg.running_runs, closed=msg.closed_runs, tasks=msg.tasks)
     return ModuleVersion(
         digest=msg.digest,
         size=msg.size,
         manifest=parse_manifest(msg.manifest_json.encode()),
         uploaded_at=from_ms(msg.uploaded_ms),
         current_for=tuple(msg.current_for),
+        candidate_for=tuple(msg.candidate_for),
+        labels=tuple(msg.labels),
+        retired_at=_opt_dt(msg.retired_ms),
+        use=use,
+    )
+
+
+def rollout_to_pb(status: TypeStatus) -> pb.RolloutStatus:
+    r = status.rollout
+    return pb.RolloutStatus(
+        workflow_type=r.workflow_type,
+        current=r.current,
+        candidate=r.candidate or "",
+        ramp_percent=r.ramp_percent,
+        previous=r.previous or "",
+        auto_upgrade_to=r.auto_upgrade_to or "",
+        versions=[
+            pb.VersionHealthInfo(
+                digest=v.digest,
+                role=v.role,
+                running_runs=v.use.running,
+                closed_runs=v.use.closed,
+                activations=v.health.activations,
+                succeeded=v.health.succeeded,
+                fuel=v.health.fuel,
+                failures=v.health.failures,
+                labels=list(v.labels),
+            )
+            for v in status.versions
+        ],
+    )
+
+
+def rollout_from_pb(msg: pb.RolloutStatus) -> TypeStatus:
+    return TypeStatus(
+        rollout=TypeRollout(
+            workflow_type=msg.workflow_type,
+            current=msg.current,
+            candidate=msg.candidate or None,
+            ramp_percent=msg.ramp_percent,
+            previous=msg.previous or None,
+            auto_upgrade_to=msg.auto_upgrade_to or None,
+        ),
+        versions=tuple(
+            VersionStatus(
+                digest=v.digest,
+                role=v.role,
+                labels=tuple(v.labels),
+                use=VersionUse(running=v.running_runs, closed=v.closed_runs, tasks=0),
+                health=VersionHealth(
+                    digest=v.digest,
+                    activations=v.activations,
+                    succeeded=v.succeeded,
+                    fuel=v.fuel,
+                    failures=dict(v.failures),
+                ),
+            )
+            for v in msg.versions
+        ),
+    )
+
+
+def run_check_to_pb(check: RunCheck) -> pb.RunCheck:
+    return pb.RunCheck(
+        run_id=check.run_id,
+        status=check.status,
+        verdict=check.verdict,
+        position=check.position if check.position is not None else -1,
+        seq=check.seq or 0,
+        recorded=check.recorded,
+        issued=check.issued,
+        detail=check.detail,
+        checked_seq=check.checked_seq,
+        outcome=check.outcome,
+    )
+
+
+def run_check_from_pb(msg: pb.RunCheck) -> RunCheck:
+    return RunCheck(
+        run_id=msg.run_id,
+        status=msg.status,
+        verdict=msg.verdict,
+        position=msg.position if msg.position >= 0 else None,
+        seq=msg.seq or None,
+        recorded=msg.recorded,
+        issued=msg.issued,
+        detail=msg.detail,
+        checked_seq=msg.checked_seq,
+        outcome=msg.outcome,
     )
 
 
@@ -292,9 +396,11 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
     if task.kind is not TaskKind.ACTIVITY:
         msg.input = run.input
         msg.history.extend(event_to_pb(e) for e in claimed.events)
-        if task.kind is TaskKind.QUERY:
-            msg.name = task.name  # the query name; the workflow type is the run's
+        if task.kind in (TaskKind.QUERY, TaskKind.CHECK):
+            msg.name = task.name  # the query name ("check" for a check task)
             msg.args = run.workflow_type.encode()
+        if task.kind is TaskKind.WORKFLOW and claimed.upgrade_to:
+            msg.upgrade_to = claimed.upgrade_to
         return msg
     assert task.cmd is not None
     msg.cmd = task.cmd
@@ -412,3 +518,16 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         deadline=_opt_dt(msg.deadline_ms),
         cancel_requested=msg.cancel_requested,
     )
+
+
+def stats_to_pb(
+    task: LeasedTask, stats: ActivationStats | None, *, fuel_used: int = 0
+) -> pb.ActivationStats:
+    """What an activation cost, labelled with the version and kind that ran (for health)."""
+    msg = pb.ActivationStats(digest=task.digest, kind=task.kind.value, fuel_used=fuel_used)
+    if stats is not None:
+        msg.fuel_used = stats.fuel_used
+        msg.memory_bytes = stats.memory_bytes
+        msg.host_calls = stats.host_calls
+        msg.duration_us = int(stats.duration_s * 1_000_000)
+    return msg

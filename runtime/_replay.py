@@ -19,6 +19,7 @@ from abi import (
     Command,
     ErrorInfo,
     MalformedEnvelope,
+    Patched,
     RecordNow,
     RecordRandom,
     ScheduleActivity,
@@ -115,6 +116,8 @@ def _describe_issued(command: Command | None) -> str:
             return f"timer {ms!r}"
         case CancelTimer(timer_cmd=target):
             return f"cancel_timer {target!r}"
+        case Patched(change_id=change_id):
+            return f"patched {change_id!r}"
     raise AssertionError(command)
 
 
@@ -132,6 +135,8 @@ def _matches(recorded: RecordedCommand, issued: Command) -> bool:
             return recorded.value == ms
         case CancelTimer(timer_cmd=target):
             return recorded.value == target
+        case Patched(change_id=change_id):
+            return recorded.value == change_id
         case RecordNow(value=value) | RecordRandom(value=value):
             # A replayed now/random must hand back exactly the recorded value: a guest that
             # reads the clock or draws randomness afresh while replaying diverges here.
@@ -250,6 +255,7 @@ def _run(
         workflow=activation.workflow_type,
         input=activation.input,
         results=projection.results,
+        recorded=len(projection.commands),
         cancel=projection.cancel,
         query=query,
     )

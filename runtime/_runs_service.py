@@ -49,7 +49,7 @@ from history import (
     take_query_answer_txn,
     workflow_timer_id,
 )
-from versions import resolve_version_txn
+from versions import select_version_txn
 
 from ._clock import Clock, from_ms
 from ._errors import PayloadTooLarge
@@ -192,7 +192,9 @@ class RunService:
                     return StartResult(run=existing, already_started=True, signalled=True), wakes
                 self._same_start(first or existing, request)
                 return StartResult(run=existing, already_started=True), []
-            digest = resolve_version_txn(cur, request.workflow_type, request.version or None)
+            selection = select_version_txn(
+                cur, request.workflow_type, workflow_id, request.version or None
+            )
             run, wakes = self._life.create_run_txn(
                 cur,
                 RunSpec(
@@ -200,10 +202,11 @@ class RunService:
                     tenant=request.tenant,
                     workflow_id=workflow_id,
                     workflow_type=request.workflow_type,
-                    digest=digest,
+                    digest=selection.digest,
                     queue=spec.queue,
                     input=request.input,
                     execution_timeout_ms=spec.execution_timeout_ms,
+                    started={"version": selection.to_event()},
                 ),
             )
             signalled = False

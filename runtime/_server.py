@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from concurrent import futures
 
 import grpc
@@ -19,10 +20,12 @@ from history import Database
 
 from ._clock import Clock, SystemClock
 from ._http import check_capabilities
+from ._migration import MigrationService
 from ._notify import Notifier
 from ._runs_service import RunService
 from ._servicer import AmberServicer
 from ._settings import EngineSettings
+from ._stats import HealthCounter
 from ._tasks_service import TaskService
 from ._timers_service import TimerService
 from .api import amber_pb2_grpc as pb_grpc
@@ -47,12 +50,19 @@ class _Sweeper(threading.Thread):
     Every step is a conditional update in the database, so several servers can sweep at once.
     """
 
-    def __init__(self, tasks: TaskService, timers: TimerService, interval_s: float) -> None:
+    def __init__(
+        self,
+        tasks: TaskService,
+        timers: TimerService,
+        flush_health: Callable[[], int],
+        interval_s: float,
+    ) -> None:
         super().__init__(name="amber-sweeper", daemon=True)
         self._steps = (
             ("expired leases", tasks.sweep_expired_leases),
             ("activity timeouts", tasks.sweep_timeouts),
             ("due timers", timers.fire_due),
+            ("health counters", flush_health),
         )
         self._interval = interval_s
         self._stop = threading.Event()
@@ -94,9 +104,12 @@ class AmberServer:
         self.settings = settings or EngineSettings()
         self.notifier = Notifier(db)
         self.runs = RunService(db, self.clock, self.settings, self.notifier)
-        self.tasks = TaskService(db, self.clock, self.settings, self.notifier)
+        self.health = HealthCounter()
+        self.tasks = TaskService(db, self.clock, self.settings, self.notifier, self.health)
         self.timers = TimerService(db, self.clock, self.settings, self.notifier)
         self.registry = versions.VersionRegistry(db, manifest_checks=(check_capabilities,))
+        self.rollout = versions.Rollout(db)
+        self.migration = MigrationService(db, self.clock, self.notifier, self.rollout)
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
             options=GRPC_OPTIONS,
@@ -108,11 +121,17 @@ class AmberServer:
             self.notifier,
             self.clock,
             self.settings.default_queue,
+            self.health,
+            self.rollout,
+            self.migration,
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen
         self._sweeper = _Sweeper(
-            self.tasks, self.timers, self.settings.sweep_interval.total_seconds()
+            self.tasks,
+            self.timers,
+            lambda: self.health.flush(self.db),
+            self.settings.sweep_interval.total_seconds(),
         )
         self.port = 0
 
@@ -138,3 +157,7 @@ class AmberServer:
         self._sweeper.stop()
         self._grpc.stop(grace_s).wait()
         self.notifier.stop()
+        try:
+            self.health.flush(self.db)
+        except Exception:
+            _log.warning("could not flush health counters at shutdown", exc_info=True)

@@ -13,12 +13,14 @@ import grpc
 
 from abi import AmberError, InvalidInput
 from history import QueryAnswer, RunQuery, RunStatus
-from versions import VersionRegistry
+from versions import Rollout, VersionRegistry
 
 from . import _mapping as m
 from ._clock import Clock, to_ms
+from ._migration import MigrationService
 from ._notify import Notifier
 from ._runs_service import DEFAULT_TENANT, RunService, SignalRequest, StartRequest
+from ._stats import HealthCounter
 from ._status import ERROR_TYPE_KEY, status_of
 from ._tasks_service import Claim, TaskService
 from .api import amber_pb2 as pb
@@ -66,6 +68,9 @@ class AmberServicer(pb_grpc.AmberServicer):
         notifier: Notifier,
         clock: Clock,
         default_queue: str,
+        health: HealthCounter,
+        rollout: Rollout,
+        migration: MigrationService,
     ) -> None:
         self._runs = runs
         self._tasks = tasks
@@ -73,6 +78,9 @@ class AmberServicer(pb_grpc.AmberServicer):
         self._notifier = notifier
         self._clock = clock
         self._default_queue = default_queue
+        self._health = health
+        self._rollout = rollout
+        self._migration = migration
 
     # -- applications ----------------------------------------------------------------------
 
@@ -206,7 +214,7 @@ class AmberServicer(pb_grpc.AmberServicer):
         self, request: pb.UploadVersionRequest, context: Any
     ) -> pb.UploadVersionResponse:
         result = self._registry.upload(
-            request.module, now=self._clock.now(), promote=request.promote
+            request.module, now=self._clock.now(), promote=request.promote, label=request.label
         )
         return pb.UploadVersionResponse(
             version=m.version_to_pb(result.version), created=result.created
@@ -226,6 +234,79 @@ class AmberServicer(pb_grpc.AmberServicer):
     def GetModule(self, request: pb.GetModuleRequest, context: Any) -> pb.GetModuleResponse:
         return pb.GetModuleResponse(module=self._registry.module_bytes(request.digest))
 
+    @_rpc
+    def LabelVersion(self, request: pb.LabelVersionRequest, context: Any) -> pb.GetVersionResponse:
+        version = self._registry.label(
+            request.ref, request.label, now=self._clock.now(), actor=request.operator or "api"
+        )
+        return pb.GetVersionResponse(version=m.version_to_pb(version))
+
+    @_rpc
+    def ChangeRollout(self, request: pb.ChangeRolloutRequest, context: Any) -> pb.RolloutStatus:
+        kind, now = request.workflow_type, self._clock.now()
+        actor, reason, r = request.operator or "api", request.reason, self._rollout
+        match request.action:
+            case "promote":
+                r.promote(kind, request.ref, now=now, actor=actor, reason=reason)
+            case "ramp":
+                r.ramp(kind, request.ref, request.percent, now=now, actor=actor, reason=reason)
+            case "rollback":
+                r.rollback(kind, now=now, actor=actor, reason=reason)
+            case "auto_upgrade":
+                r.auto_upgrade(kind, request.ref, now=now, actor=actor, reason=reason)
+            case "stop_auto_upgrade":
+                r.auto_upgrade(kind, None, now=now, actor=actor, reason=reason)
+            case _:
+                raise InvalidInput(f"unknown rollout action {request.action!r}")
+        return m.rollout_to_pb(self._rollout.status(kind))
+
+    @_rpc
+    def GetRollout(self, request: pb.GetRolloutRequest, context: Any) -> pb.RolloutStatus:
+        return m.rollout_to_pb(self._rollout.status(request.workflow_type))
+
+    @_rpc
+    def RetireVersion(
+        self, request: pb.RetireVersionRequest, context: Any
+    ) -> pb.GetVersionResponse:
+        if not request.reason:
+            raise InvalidInput("retiring a version needs a reason")
+        version = self._registry.retire(
+            request.ref,
+            now=self._clock.now(),
+            actor=request.operator or "api",
+            reason=request.reason,
+        )
+        return pb.GetVersionResponse(version=m.version_to_pb(version))
+
+    @_rpc
+    def CheckVersion(
+        self, request: pb.CheckVersionRequest, context: Any
+    ) -> pb.CheckVersionResponse:
+        digest, checks = self._migration.check(
+            request.candidate,
+            request.workflow_type,
+            run_ids=list(request.run_ids),
+            closed_sample=request.closed_sample,
+            timeout_s=_wait_s(request.wait_ms, MAX_RESULT_WAIT_S) if request.wait_ms else 60.0,
+        )
+        return pb.CheckVersionResponse(
+            candidate=digest, runs=[m.run_check_to_pb(c) for c in checks]
+        )
+
+    @_rpc
+    def MigrateRuns(self, request: pb.MigrateRunsRequest, context: Any) -> pb.MigrateRunsResponse:
+        if not request.reason:
+            raise InvalidInput("migrating runs needs a reason")
+        digest, checks = self._migration.migrate(
+            request.candidate,
+            request.workflow_type,
+            run_ids=list(request.run_ids),
+            actor=request.operator or "api",
+            reason=request.reason,
+            timeout_s=_wait_s(request.wait_ms, MAX_RESULT_WAIT_S) if request.wait_ms else 60.0,
+        )
+        return pb.MigrateRunsResponse(candidate=digest, runs=[m.run_check_to_pb(c) for c in checks])
+
     # -- workers ---------------------------------------------------------------------------
 
     @_rpc
@@ -244,6 +325,10 @@ class AmberServicer(pb_grpc.AmberServicer):
                 break
             self._notifier.wait_tasks(queue, seen, min(remaining, self._until_visible(queue)))
         return pb.PollTaskResponse()
+
+    def _count(self, stats: pb.ActivationStats, reason: str) -> None:
+        if stats.digest and stats.kind in ("workflow", "activity"):
+            self._health.record(stats.digest, stats.kind, reason or "unknown", stats.fuel_used)
 
     def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:
         if not want:
@@ -283,6 +368,8 @@ class AmberServicer(pb_grpc.AmberServicer):
                 )
             else:
                 raise InvalidInput("CompleteTask needs a workflow or an activity completion")
+        ok = which == "workflow" or request.activity.ok
+        self._count(request.stats, "ok" if ok else "application_error")
         return pb.CompleteTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc
@@ -295,6 +382,7 @@ class AmberServicer(pb_grpc.AmberServicer):
                 worker=request.worker_id,
                 claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
             )
+        self._count(request.stats, request.failure.reason)
         return pb.FailTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc

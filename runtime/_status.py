@@ -10,8 +10,10 @@ from history import LeaseLost, RunNotFound, StoreUnavailable, VersionConflict, W
 from versions import (
     AmbiguousVersion,
     InvalidModule,
+    LabelConflict,
     ModuleTooLarge,
     UnknownWorkflowType,
+    VersionInUse,
     VersionNotFound,
 )
 
@@ -27,7 +29,9 @@ _BY_NAME: dict[str, type[AmberError]] = {
         Conflict,
         InvalidInput,
         InvalidModule,
+        LabelConflict,
         LeaseLost,
+        VersionInUse,
         QueryFailed,
         QueryTimedOut,
         RunClosed,

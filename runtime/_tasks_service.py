@@ -8,10 +8,12 @@ enqueued, the finished task deleted, the failure counted — commit together or 
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import Any
 
 import msgpack
 
@@ -47,6 +49,7 @@ from history import (
     VersionConflict,
     advance_commands_txn,
     append_events_txn,
+    block_upgrade_txn,
     claim_task_txn,
     delete_task_txn,
     expired_leases_txn,
@@ -59,9 +62,11 @@ from history import (
     read_events_txn,
     record_discarded_txn,
     record_failure_txn,
+    repin_run_txn,
     requeue_task_txn,
     timed_out_tasks_txn,
 )
+from versions import UnknownWorkflowType, rollout_of_txn, version_for_type_txn
 
 from ._clock import Clock
 from ._errors import PayloadTooLarge
@@ -71,6 +76,7 @@ from ._lifecycle import Lifecycle, NewCommand, RunSpec, Wake, closing_event
 from ._notify import Notifier
 from ._replay import MAX_NEW_COMMANDS
 from ._settings import EngineSettings, RetryPolicy
+from ._stats import HealthCounter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +86,9 @@ class ClaimedTask:
     task: Task
     run: Run
     events: tuple[Event, ...] = ()
-    """The run's full history (workflow and query tasks)."""
+    """The run's full history (workflow, query and check tasks)."""
+    upgrade_to: str = ""
+    """Workflow tasks: an automatic upgrade target the worker should try to replay on first."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +103,10 @@ class WorkflowCompletion:
     error: ErrorInfo | None = None
     reactivate: bool = False
     """Activate the workflow again at once (a buffered signal can be delivered)."""
+    migrate_to: str = ""
+    """The activation replayed on this version (an automatic upgrade): move the run to it."""
+    upgrade_failed: dict[str, Any] | None = None
+    """Why the automatic upgrade target could not replay the run (it stays where it is)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +156,10 @@ def idempotency_key(run_id: str, cmd: int) -> str:
     return f"{run_id}/{cmd}"
 
 
+_UPGRADE_CACHE_S = 5.0
+_READS = frozenset({TaskKind.QUERY, TaskKind.CHECK})
+"""Tasks that only read a run (a replay that appends nothing); answered, never retried."""
+
 _STATUS_CLOSING = {
     WorkflowStatus.COMPLETED: RunStatus.COMPLETED,
     WorkflowStatus.FAILED: RunStatus.FAILED,
@@ -156,13 +172,20 @@ class TaskService:
     """Lease, complete, fail and heartbeat tasks; reclaim expired leases; enforce timeouts."""
 
     def __init__(
-        self, db: Database, clock: Clock, settings: EngineSettings, notifier: Notifier | None
+        self,
+        db: Database,
+        clock: Clock,
+        settings: EngineSettings,
+        notifier: Notifier | None,
+        health: HealthCounter | None = None,
     ) -> None:
         self._db = db
         self._clock = clock
         self._settings = settings
         self._notifier = notifier
         self._life = Lifecycle(clock, settings)
+        self._health = health or HealthCounter()
+        self._upgrades: dict[str, tuple[str | None, float]] = {}
 
     # -- leasing -----------------------------------------------------------------------------
 
@@ -179,13 +202,31 @@ class TaskService:
             if task is None:
                 return None
             run = get_run_txn(cur, task.run_id)
-            if run is None or (run.status.closed and task.kind is not TaskKind.QUERY):
+            if run is None or (run.status.closed and task.kind not in _READS):
                 delete_task_txn(cur, task.task_id)  # leftover of a closed run
                 continue
             if task.kind is TaskKind.ACTIVITY:
                 return ClaimedTask(task=task, run=run)
             events = tuple(read_events_txn(cur, task.run_id))
-            return ClaimedTask(task=task, run=run, events=events)
+            upgrade = ""
+            if task.kind is TaskKind.WORKFLOW:
+                target = self._upgrade_target(cur, run.workflow_type)
+                if target and target not in (run.digest, run.upgrade_blocked):
+                    upgrade = target
+            return ClaimedTask(task=task, run=run, events=events, upgrade_to=upgrade)
+
+    def _upgrade_target(self, cur: Cursor, workflow_type: str) -> str | None:
+        """A type's automatic upgrade target, cached for a few seconds (read on every claim)."""
+        now = time.monotonic()
+        cached = self._upgrades.get(workflow_type)
+        if cached is not None and now - cached[1] < _UPGRADE_CACHE_S:
+            return cached[0]
+        try:
+            target = rollout_of_txn(cur, workflow_type).auto_upgrade_to
+        except UnknownWorkflowType:
+            target = None
+        self._upgrades[workflow_type] = (target, now)
+        return target
 
     def _record(
         self, body: Callable[[Cursor], list[Wake]], claim: Claim | None
@@ -293,11 +334,40 @@ class TaskService:
         if run is None or run.status.closed:
             delete_task_txn(cur, task_id)
             return []
-        effects = self._life.command_events_txn(cur, run, task.digest, done.commands)
-        events = list(effects.events)
+        digest, events = task.digest, []
+        if done.migrate_to and done.migrate_to != run.digest:
+            version_for_type_txn(cur, done.migrate_to, run.workflow_type)
+            digest = done.migrate_to
+            events.append(
+                NewEvent(
+                    type=EventType.RUN_MIGRATED,
+                    payload={
+                        "from": run.digest,
+                        "to": digest,
+                        "checked_seq": run.last_seq,
+                        "by": "auto-upgrade",
+                        "reason": "replayed on the upgrade version",
+                    },
+                    digest=digest,
+                )
+            )
+            repin_run_txn(cur, run.run_id, digest)
+            run = replace(run, digest=digest)
+        elif done.upgrade_failed is not None:
+            target = str(done.upgrade_failed.get("to", ""))
+            events.append(
+                NewEvent(
+                    type=EventType.UPGRADE_FAILED,
+                    payload={"to": target, "detail": done.upgrade_failed},
+                    digest=task.digest,
+                )
+            )
+            block_upgrade_txn(cur, run.run_id, target)
+        effects = self._life.command_events_txn(cur, run, digest, done.commands)
+        events += effects.events
         closing, extra, next_run = self._closing(run, done)
         if closing is not None:
-            events.append(closing_event(closing, task.digest, **extra))
+            events.append(closing_event(closing, digest, **extra))
         append_events_txn(
             cur, run.run_id, events, expected_last_seq=done.expected_last_seq, now=now
         )
@@ -421,7 +491,7 @@ class TaskService:
         def txn(cur: Cursor) -> list[Wake]:
             task = lock_leased_task_txn(cur, task_id, fencing)
             run = get_run_txn(cur, task.run_id, for_update=True)
-            if task.kind is TaskKind.QUERY:
+            if task.kind in _READS:
                 answer = QueryAnswer(
                     result=None, error_type=failure.reason, message=failure.message
                 )
@@ -440,8 +510,8 @@ class TaskService:
 
         def txn(cur: Cursor) -> list[Wake]:
             task = lock_leased_task_txn(cur, task_id, fencing)
-            if task.kind is not TaskKind.QUERY:
-                raise InvalidInput(f"task {task_id} is not a query")
+            if task.kind not in _READS:
+                raise InvalidInput(f"task {task_id} is not a query or a check")
             return self._answer_txn(cur, task, answer)
 
         self._poke(self._db.run(txn))
@@ -457,12 +527,12 @@ class TaskService:
     def sweep_expired_leases(self) -> int:
         """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
 
-        def txn(cur: Cursor) -> tuple[int, list[Wake]]:
+        def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
             tasks = expired_leases_txn(cur, self._clock.now())
             wakes: list[Wake] = []
             for task in tasks:
                 run = get_run_txn(cur, task.run_id, for_update=True)
-                if task.kind is TaskKind.QUERY or run is None or run.status.closed:
+                if task.kind in _READS or run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
                     continue
                 failure = FailureReport(
@@ -473,17 +543,23 @@ class TaskService:
                     task=task, run=run, failure=failure, worker=task.lease_owner, immediate=True
                 )
                 wakes += self._fail_txn(cur, attempt)
-            return len(tasks), wakes
+            return tasks, wakes
 
-        count, wakes = self._db.run(txn)
+        tasks, wakes = self._db.run(txn)
         self._poke(wakes)
-        return count
+        for task in tasks:
+            self._count(task, FailureReason.WORKER_LOST)
+        return len(tasks)
+
+    def _count(self, task: Task, reason: str) -> None:
+        if task.kind not in _READS:
+            self._health.record(task.digest, task.kind.value, reason)
 
     def sweep_timeouts(self) -> int:
         """Enforce activity timeouts: schedule-to-start and schedule-to-close end the activity;
         start-to-close and heartbeat timeouts fail the attempt (which may be retried)."""
 
-        def txn(cur: Cursor) -> tuple[int, list[Wake]]:
+        def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
             now = self._clock.now()
             tasks = timed_out_tasks_txn(cur, now)
             wakes: list[Wake] = []
@@ -493,11 +569,14 @@ class TaskService:
                     delete_task_txn(cur, task.task_id)
                     continue
                 wakes += self._timeout_txn(cur, task, run, now)
-            return len(tasks), wakes
+            return tasks, wakes
 
-        count, wakes = self._db.run(txn)
+        tasks, wakes = self._db.run(txn)
         self._poke(wakes)
-        return count
+        for task in tasks:
+            if task.state is TaskState.LEASED:
+                self._count(task, "timeout")
+        return len(tasks)
 
     def _timeout_txn(self, cur: Cursor, task: Task, run: Run, now: datetime) -> list[Wake]:
         if task.close_by is not None and task.close_by <= now:
@@ -628,3 +707,5 @@ class LeasedTask:
     deadline: datetime | None = None
     """The attempt's own deadline (start-to-close or schedule-to-close), if it has one."""
     cancel_requested: bool = False
+    upgrade_to: str = ""
+    """Workflow tasks: an automatic upgrade version to try replaying on first."""

@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
+import msgpack
 from opentelemetry.trace import Span
 
 from abi import ActivityInput, AmberError, ErrorInfo, RetryableError
@@ -29,10 +31,10 @@ from ._activity import ActivityAttempt, run_activity
 from ._client import AmberClient
 from ._clock import Clock, SystemClock, to_ms
 from ._errors import PayloadTooLarge
-from ._faults import FailureReason, GuestFault
+from ._faults import FailureReason, GuestFault, NonDeterminism
 from ._host import ActivityHost
 from ._lifecycle import NewCommand
-from ._replay import WorkflowActivation, activate_workflow, answer_query
+from ._replay import WorkflowActivation, WorkflowStep, activate_workflow, answer_query
 from ._sandbox import Sandbox, SandboxLimits
 from ._status import RemoteError
 from ._tasks_service import (
@@ -205,6 +207,9 @@ class Worker:
             if task.kind is TaskKind.QUERY:
                 self._run_query(task)
                 return None
+            if task.kind is TaskKind.CHECK:
+                self._run_check(task)
+                return None
             return self._run_activity(task, span)
         except GuestFault as fault:
             span.set_attribute("amber.failure", fault.reason.value)
@@ -257,18 +262,65 @@ class Worker:
             _log.info("task %d: failure report refused, lease lost", task.task_id)
             return None
 
-    def _run_workflow(self, task: LeasedTask, span: Span) -> LeasedTask | None:
-        step = activate_workflow(
-            self._sandbox,
-            WorkflowActivation(
-                run_id=task.run_id,
-                workflow_type=task.name,
-                digest=task.digest,
-                input=task.input,
-                events=task.events,
-                limits=self.settings.workflow_limits,
+    def _activation(self, task: LeasedTask, digest: str, workflow_type: str) -> WorkflowActivation:
+        return WorkflowActivation(
+            run_id=task.run_id,
+            workflow_type=workflow_type,
+            digest=digest,
+            input=task.input,
+            events=task.events,
+            limits=self.settings.workflow_limits,
+        )
+
+    def _try_upgrade(self, task: LeasedTask) -> tuple[WorkflowStep | None, dict[str, Any] | None]:
+        """Replay on the automatic upgrade version: its step if the run is compatible there,
+        else why not (the run then stays on its version, which is not tried again)."""
+        try:
+            return activate_workflow(
+                self._sandbox, self._activation(task, task.upgrade_to, task.name)
+            ), None
+        except GuestFault as fault:
+            detail: dict[str, Any] = {
+                "to": task.upgrade_to,
+                "reason": fault.reason.value,
+                "message": fault.detail[:1000],
+            }
+            if isinstance(fault, NonDeterminism):
+                detail.update(position=fault.position, recorded=fault.recorded, issued=fault.issued)
+            return None, detail
+
+    def _run_check(self, task: LeasedTask) -> None:
+        """Replay a run on a candidate version (the task's digest) and report the verdict."""
+        activation = self._activation(task, task.digest, task.args.decode())
+        verdict: dict[str, Any] = {"checked_seq": task.events[-1].seq if task.events else 0}
+        try:
+            activate_workflow(self._sandbox, activation)
+            verdict["verdict"] = "compatible"
+        except NonDeterminism as fault:
+            verdict.update(
+                verdict="incompatible",
+                position=fault.position,
+                seq=fault.seq or 0,
+                recorded=fault.recorded,
+                issued=fault.issued,
+                detail=str(fault),
+            )
+        except GuestFault as fault:
+            verdict.update(verdict="failed", detail=str(fault))
+        result = msgpack.packb(verdict, use_bin_type=True)
+        self._deliver(
+            task,
+            lambda: self._client.complete_query(
+                task, worker_id=self.settings.worker_id, result=result, error=None
             ),
         )
+
+    def _run_workflow(self, task: LeasedTask, span: Span) -> LeasedTask | None:
+        step, failed_upgrade = None, None
+        if task.upgrade_to:
+            step, failed_upgrade = self._try_upgrade(task)
+        if step is None:
+            step = activate_workflow(self._sandbox, self._activation(task, task.digest, task.name))
         span.set_attribute("amber.step", step.first_new_cmd)
         span.set_attribute("amber.fuel_used", step.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
@@ -282,11 +334,17 @@ class Worker:
             result=step.result,
             error=step.error,
             reactivate=step.reactivate,
+            migrate_to=task.upgrade_to if failed_upgrade is None and task.upgrade_to else "",
+            upgrade_failed=failed_upgrade,
         )
         next_task = self._deliver(
             task,
             lambda: self._client.complete_workflow(
-                task, done, worker_id=self.settings.worker_id, next_queue=self._next_queue
+                task,
+                done,
+                worker_id=self.settings.worker_id,
+                next_queue=self._next_queue,
+                stats=step.stats,
             ),
         )
         self.completed += 1
@@ -360,7 +418,11 @@ class Worker:
         next_task = self._deliver(
             task,
             lambda: self._client.complete_activity(
-                task, report.outcome, worker_id=self.settings.worker_id, next_queue=self._next_queue
+                task,
+                report.outcome,
+                worker_id=self.settings.worker_id,
+                next_queue=self._next_queue,
+                stats=report.stats,
             ),
         )
         self.completed += 1

@@ -22,12 +22,28 @@ from ._errors import (
     UnknownWorkflowType,
     VersionNotFound,
 )
+from ._health import OK, HealthCount, VersionHealth, add_health_txn, health_txn
 from ._registry import (
+    LABEL,
+    LabelConflict,
     ModuleVersion,
     UploadResult,
+    VersionInUse,
     VersionRegistry,
     digest_of,
+    get_version_txn,
+    version_for_type_txn,
+)
+from ._rollout import (
+    Rollout,
+    Selection,
+    TypeRollout,
+    TypeStatus,
+    VersionStatus,
+    bucket_of,
     resolve_version_txn,
+    rollout_of_txn,
+    select_version_txn,
 )
 from ._validate import DEFAULT_MAX_MODULE_BYTES, ManifestCheck, validate_module
 
@@ -39,19 +55,37 @@ def migrate(db: Database) -> list[int]:
 
 __all__ = [
     "DEFAULT_MAX_MODULE_BYTES",
+    "LABEL",
+    "OK",
     "WASMTIME_VERSION",
     "AmbiguousVersion",
     "ArtifactCache",
+    "HealthCount",
     "InvalidModule",
+    "LabelConflict",
     "ManifestCheck",
     "ModuleTooLarge",
     "ModuleVersion",
+    "Rollout",
+    "Selection",
+    "TypeRollout",
+    "TypeStatus",
     "UnknownWorkflowType",
     "UploadResult",
+    "VersionHealth",
+    "VersionInUse",
     "VersionNotFound",
     "VersionRegistry",
+    "VersionStatus",
+    "add_health_txn",
+    "bucket_of",
     "digest_of",
+    "get_version_txn",
+    "health_txn",
     "migrate",
     "resolve_version_txn",
+    "rollout_of_txn",
+    "select_version_txn",
     "validate_module",
+    "version_for_type_txn",
 ]

@@ -1,4 +1,4 @@
-"""The module registry: immutable, content-addressed versions and the current one per type."""
+"""The module registry: immutable, content-addressed versions, their labels and retirement."""
 
 from __future__ import annotations
 
@@ -10,13 +10,23 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from abi import Manifest, parse_manifest
-from history import Cursor, Database
+from abi import Conflict, InvalidInput, Manifest, parse_manifest
+from history import AuditEntry, Cursor, Database, VersionUse, record_audit_txn, version_use_txn
 
-from ._errors import AmbiguousVersion, InvalidModule, UnknownWorkflowType, VersionNotFound
+from ._errors import AmbiguousVersion, InvalidModule, VersionNotFound
 from ._validate import DEFAULT_MAX_MODULE_BYTES, ManifestCheck, validate_module
 
 _HEX = re.compile(r"[0-9a-f]{8,64}")
+LABEL = re.compile(r"[A-Za-z0-9_.\-]{1,64}@[A-Za-z0-9_.\-+]{1,64}")
+"""`name@version`, e.g. `orders@2.0`."""
+
+
+class LabelConflict(Conflict):
+    """The label already names another digest (labels are immutable)."""
+
+
+class VersionInUse(Conflict):
+    """The version cannot be retired: runs, tasks or a workflow type still use it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +40,12 @@ class ModuleVersion:
     uploaded_at: datetime
     current_for: tuple[str, ...]
     """Workflow types whose new runs start on this version."""
+    candidate_for: tuple[str, ...] = ()
+    """Workflow types ramping new runs onto this version."""
+    labels: tuple[str, ...] = ()
+    retired_at: datetime | None = None
+    use: VersionUse | None = None
+    """Runs and tasks still on it (filled by `get`, for the drain status)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,28 +60,44 @@ def digest_of(wasm: bytes) -> str:
 
 
 def _version(row: tuple[Any, ...]) -> ModuleVersion:
-    digest, size, manifest, uploaded_at, current_for = row
+    digest, size, manifest, uploaded_at, retired_at, current_for, candidate_for, labels = row
     return ModuleVersion(
         digest=digest,
         size=size,
         manifest=parse_manifest(json.dumps(manifest).encode()),
         uploaded_at=uploaded_at,
         current_for=tuple(sorted(current_for or ())),
+        candidate_for=tuple(sorted(candidate_for or ())),
+        labels=tuple(sorted(labels or ())),
+        retired_at=retired_at,
     )
 
 
 _SELECT = (
-    "SELECT m.digest, m.size, m.manifest, m.uploaded_at,"
+    "SELECT m.digest, m.size, m.manifest, m.uploaded_at, m.retired_at,"
     " (SELECT array_agg(t.workflow_type) FROM amber_workflow_types t"
-    "   WHERE t.current_digest = m.digest)"
+    "   WHERE t.current_digest = m.digest),"
+    " (SELECT array_agg(t.workflow_type) FROM amber_workflow_types t"
+    "   WHERE t.candidate_digest = m.digest),"
+    " (SELECT array_agg(l.label) FROM amber_version_labels l WHERE l.digest = m.digest)"
     " FROM amber_modules m"
 )
 
 
-def _get_txn(cur: Cursor, ref: str) -> ModuleVersion:
-    ref = ref.strip().lower().removeprefix("sha256:")
+def get_version_txn(cur: Cursor, ref: str) -> ModuleVersion:
+    """A version by full digest, unique prefix (≥ 8 hex digits) or label (`orders@2.0`)."""
+    ref = ref.strip()
+    if "@" in ref:
+        cur.execute("SELECT digest FROM amber_version_labels WHERE label = %s", (ref,))
+        row = cur.fetchone()
+        if row is None:
+            raise VersionNotFound(f"no version is labelled {ref!r}")
+        ref = row[0]
+    ref = ref.lower().removeprefix("sha256:")
     if not _HEX.fullmatch(ref):
-        raise VersionNotFound(f"{ref!r} is not a version digest (at least 8 hex characters)")
+        raise VersionNotFound(
+            f"{ref!r} is not a version digest (at least 8 hex characters) or a label (name@ver)"
+        )
     if len(ref) == 64:
         cur.execute(_SELECT + " WHERE m.digest = %s", (ref,))
     else:
@@ -78,28 +110,24 @@ def _get_txn(cur: Cursor, ref: str) -> ModuleVersion:
     return _version(rows[0])
 
 
-def resolve_version_txn(cur: Cursor, workflow_type: str, requested: str | None) -> str:
-    """The digest a new run of `workflow_type` starts on: `requested`, or the type's current."""
-    if requested:
-        version = _get_txn(cur, requested)
-        if workflow_type not in version.manifest.workflows:
-            raise InvalidModule(
-                f"version {version.digest[:12]} does not declare workflow type {workflow_type!r}"
-                f" (it declares {', '.join(version.manifest.workflows) or 'none'})"
-            )
-        return version.digest
-    cur.execute(
-        "SELECT current_digest FROM amber_workflow_types WHERE workflow_type = %s",
-        (workflow_type,),
-    )
-    row = cur.fetchone()
-    if row is None:
-        raise UnknownWorkflowType(f"no uploaded module declares workflow type {workflow_type!r}")
-    return str(row[0])
+def version_for_type_txn(cur: Cursor, ref: str, workflow_type: str) -> ModuleVersion:
+    """A live version that declares `workflow_type`, or a clear error."""
+    version = get_version_txn(cur, ref)
+    if workflow_type not in version.manifest.workflows:
+        raise InvalidModule(
+            f"version {version.digest[:12]} does not declare workflow type {workflow_type!r}"
+            f" (it declares {', '.join(version.manifest.workflows) or 'none'})"
+        )
+    if version.retired_at is not None:
+        raise InvalidModule(f"version {version.digest[:12]} is retired")
+    return version
 
 
 class VersionRegistry:
-    """Upload, look up and fetch module versions. Public methods own their transactions."""
+    """Upload, label, look up, fetch and retire module versions.
+
+    Public methods own their transactions. Rollout (current, candidate, ramp) is `Rollout`.
+    """
 
     def __init__(
         self,
@@ -112,15 +140,19 @@ class VersionRegistry:
         self.max_module_bytes = max_module_bytes
         self._manifest_checks = tuple(manifest_checks)
 
-    def upload(self, wasm: bytes, *, now: datetime, promote: bool = False) -> UploadResult:
+    def upload(
+        self, wasm: bytes, *, now: datetime, promote: bool = False, label: str = ""
+    ) -> UploadResult:
         """Validate and store a module. Same bytes again: a no-op returning the same digest.
 
         The version becomes current for each workflow type it declares that has no current
-        version yet, and for all its types when `promote` is set.
+        version yet, and for all its types when `promote` is set. `label` names it too.
         """
         manifest = validate_module(
             wasm, max_bytes=self.max_module_bytes, manifest_checks=self._manifest_checks
         )
+        if label:
+            _check_label(label)
         digest = digest_of(wasm)
         manifest_json = json.dumps(manifest.to_json(), sort_keys=True)
 
@@ -131,6 +163,8 @@ class VersionRegistry:
                 (digest, len(wasm), manifest_json, wasm, now),
             )
             created = cur.rowcount == 1
+            if label:
+                _label_txn(cur, digest, label, now)
             for workflow_type in manifest.workflows:
                 cur.execute(
                     "INSERT INTO amber_module_workflows (workflow_type, digest) VALUES (%s, %s)"
@@ -138,8 +172,8 @@ class VersionRegistry:
                     (workflow_type, digest),
                 )
                 update = (
-                    " DO UPDATE SET current_digest = EXCLUDED.current_digest,"
-                    " updated_at = EXCLUDED.updated_at"
+                    " DO UPDATE SET previous_digest = amber_workflow_types.current_digest,"
+                    " current_digest = EXCLUDED.current_digest, updated_at = EXCLUDED.updated_at"
                     if promote
                     else " DO NOTHING"
                 )
@@ -153,9 +187,36 @@ class VersionRegistry:
         created = self._db.run(txn)
         return UploadResult(version=self.get(digest), created=created)
 
+    def label(self, ref: str, label: str, *, now: datetime, actor: str) -> ModuleVersion:
+        """Give a version a human label; a label names one digest forever."""
+        _check_label(label)
+
+        def txn(cur: Cursor) -> ModuleVersion:
+            version = get_version_txn(cur, ref)
+            if _label_txn(cur, version.digest, label, now):
+                record_audit_txn(
+                    cur,
+                    AuditEntry(
+                        actor=actor,
+                        action="version.label",
+                        target=version.digest,
+                        reason="",
+                        detail={"label": label},
+                        at=now,
+                    ),
+                )
+            return get_version_txn(cur, version.digest)
+
+        return self._db.run(txn)
+
     def get(self, ref: str) -> ModuleVersion:
-        """A version by full digest or unique prefix (≥ 8 hex digits)."""
-        return self._db.run(lambda cur: _get_txn(cur, ref))
+        """A version by digest, prefix or label, with how many runs and tasks still use it."""
+
+        def txn(cur: Cursor) -> ModuleVersion:
+            version = get_version_txn(cur, ref)
+            return _with_use(version, version_use_txn(cur, version.digest))
+
+        return self._db.run(txn)
 
     def list(self) -> list[ModuleVersion]:
         """Every stored version, newest first."""
@@ -177,3 +238,79 @@ class VersionRegistry:
             return bytes(row[0])
 
         return self._db.run(txn)
+
+    def retire(self, ref: str, *, now: datetime, actor: str, reason: str) -> ModuleVersion:
+        """Retire a version nothing uses any more: no new run, migration or upgrade may use it.
+
+        Refused (`VersionInUse`, with the counts) while a run is pinned to it, a task will run
+        on it, or a workflow type starts new runs on it. Its bytes are kept: histories name it.
+        """
+
+        def txn(cur: Cursor) -> ModuleVersion:
+            version = get_version_txn(cur, ref)
+            use = version_use_txn(cur, version.digest)
+            blockers = []
+            if use.running:
+                blockers.append(f"{use.running} open run(s) are pinned to it")
+            if use.tasks:
+                blockers.append(f"{use.tasks} task(s) will run on it")
+            if version.current_for or version.candidate_for:
+                types = ", ".join(version.current_for + version.candidate_for)
+                blockers.append(f"new runs of {types} start on it")
+            if blockers:
+                raise VersionInUse(
+                    f"version {version.digest[:12]} cannot be retired: {'; '.join(blockers)}"
+                )
+            cur.execute(
+                "UPDATE amber_modules SET retired_at = %s WHERE digest = %s AND retired_at IS NULL",
+                (now, version.digest),
+            )
+            record_audit_txn(
+                cur,
+                AuditEntry(
+                    actor=actor,
+                    action="version.retire",
+                    target=version.digest,
+                    reason=reason,
+                    detail={"closed_runs": use.closed},
+                    at=now,
+                ),
+            )
+            return _with_use(get_version_txn(cur, version.digest), use)
+
+        return self._db.run(txn)
+
+
+def _with_use(version: ModuleVersion, use: VersionUse) -> ModuleVersion:
+    return ModuleVersion(
+        digest=version.digest,
+        size=version.size,
+        manifest=version.manifest,
+        uploaded_at=version.uploaded_at,
+        current_for=version.current_for,
+        candidate_for=version.candidate_for,
+        labels=version.labels,
+        retired_at=version.retired_at,
+        use=use,
+    )
+
+
+def _check_label(label: str) -> None:
+    if not LABEL.fullmatch(label):
+        raise InvalidInput(f"label {label!r} must look like name@version (e.g. orders@2.0)")
+
+
+def _label_txn(cur: Cursor, digest: str, label: str, now: datetime) -> bool:
+    """Bind a label; False if it already named this digest. Raises `LabelConflict`."""
+    cur.execute(
+        "INSERT INTO amber_version_labels (label, digest, created_at) VALUES (%s, %s, %s)"
+        " ON CONFLICT (label) DO NOTHING",
+        (label, digest, now),
+    )
+    if cur.rowcount == 1:
+        return True
+    cur.execute("SELECT digest FROM amber_version_labels WHERE label = %s", (label,))
+    row = cur.fetchone()
+    if row is not None and row[0] != digest:
+        raise LabelConflict(f"label {label!r} already names version {row[0][:12]}")
+    return False

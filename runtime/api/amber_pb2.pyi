@@ -361,26 +361,42 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[RunInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class VersionInfo(_message.Message):
-    __slots__ = ("digest", "size", "manifest_json", "uploaded_ms", "current_for")
+    __slots__ = ("digest", "size", "manifest_json", "uploaded_ms", "current_for", "candidate_for", "labels", "retired_ms", "has_use", "running_runs", "closed_runs", "tasks")
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
     UPLOADED_MS_FIELD_NUMBER: _ClassVar[int]
     CURRENT_FOR_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FOR_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    RETIRED_MS_FIELD_NUMBER: _ClassVar[int]
+    HAS_USE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_RUNS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    TASKS_FIELD_NUMBER: _ClassVar[int]
     digest: str
     size: int
     manifest_json: str
     uploaded_ms: int
     current_for: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ..., manifest_json: _Optional[str] = ..., uploaded_ms: _Optional[int] = ..., current_for: _Optional[_Iterable[str]] = ...) -> None: ...
+    candidate_for: _containers.RepeatedScalarFieldContainer[str]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    retired_ms: int
+    has_use: bool
+    running_runs: int
+    closed_runs: int
+    tasks: int
+    def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ..., manifest_json: _Optional[str] = ..., uploaded_ms: _Optional[int] = ..., current_for: _Optional[_Iterable[str]] = ..., candidate_for: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., retired_ms: _Optional[int] = ..., has_use: _Optional[bool] = ..., running_runs: _Optional[int] = ..., closed_runs: _Optional[int] = ..., tasks: _Optional[int] = ...) -> None: ...
 
 class UploadVersionRequest(_message.Message):
-    __slots__ = ("module", "promote")
+    __slots__ = ("module", "promote", "label")
     MODULE_FIELD_NUMBER: _ClassVar[int]
     PROMOTE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
     module: bytes
     promote: bool
-    def __init__(self, module: _Optional[bytes] = ..., promote: _Optional[bool] = ...) -> None: ...
+    label: str
+    def __init__(self, module: _Optional[bytes] = ..., promote: _Optional[bool] = ..., label: _Optional[str] = ...) -> None: ...
 
 class UploadVersionResponse(_message.Message):
     __slots__ = ("version", "created")
@@ -412,6 +428,165 @@ class GetVersionResponse(_message.Message):
     version: VersionInfo
     def __init__(self, version: _Optional[_Union[VersionInfo, _Mapping]] = ...) -> None: ...
 
+class LabelVersionRequest(_message.Message):
+    __slots__ = ("ref", "label", "operator")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    ref: str
+    label: str
+    operator: str
+    def __init__(self, ref: _Optional[str] = ..., label: _Optional[str] = ..., operator: _Optional[str] = ...) -> None: ...
+
+class ChangeRolloutRequest(_message.Message):
+    __slots__ = ("workflow_type", "action", "ref", "percent", "operator", "reason")
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    PERCENT_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    workflow_type: str
+    action: str
+    ref: str
+    percent: int
+    operator: str
+    reason: str
+    def __init__(self, workflow_type: _Optional[str] = ..., action: _Optional[str] = ..., ref: _Optional[str] = ..., percent: _Optional[int] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class GetRolloutRequest(_message.Message):
+    __slots__ = ("workflow_type",)
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    workflow_type: str
+    def __init__(self, workflow_type: _Optional[str] = ...) -> None: ...
+
+class VersionHealthInfo(_message.Message):
+    __slots__ = ("digest", "role", "running_runs", "closed_runs", "activations", "succeeded", "fuel", "failures", "labels")
+    class FailuresEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_RUNS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_RUNS_FIELD_NUMBER: _ClassVar[int]
+    ACTIVATIONS_FIELD_NUMBER: _ClassVar[int]
+    SUCCEEDED_FIELD_NUMBER: _ClassVar[int]
+    FUEL_FIELD_NUMBER: _ClassVar[int]
+    FAILURES_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    digest: str
+    role: str
+    running_runs: int
+    closed_runs: int
+    activations: int
+    succeeded: int
+    fuel: int
+    failures: _containers.ScalarMap[str, int]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, digest: _Optional[str] = ..., role: _Optional[str] = ..., running_runs: _Optional[int] = ..., closed_runs: _Optional[int] = ..., activations: _Optional[int] = ..., succeeded: _Optional[int] = ..., fuel: _Optional[int] = ..., failures: _Optional[_Mapping[str, int]] = ..., labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class RolloutStatus(_message.Message):
+    __slots__ = ("workflow_type", "current", "candidate", "ramp_percent", "previous", "auto_upgrade_to", "versions")
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    CURRENT_FIELD_NUMBER: _ClassVar[int]
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    RAMP_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    PREVIOUS_FIELD_NUMBER: _ClassVar[int]
+    AUTO_UPGRADE_TO_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    workflow_type: str
+    current: str
+    candidate: str
+    ramp_percent: int
+    previous: str
+    auto_upgrade_to: str
+    versions: _containers.RepeatedCompositeFieldContainer[VersionHealthInfo]
+    def __init__(self, workflow_type: _Optional[str] = ..., current: _Optional[str] = ..., candidate: _Optional[str] = ..., ramp_percent: _Optional[int] = ..., previous: _Optional[str] = ..., auto_upgrade_to: _Optional[str] = ..., versions: _Optional[_Iterable[_Union[VersionHealthInfo, _Mapping]]] = ...) -> None: ...
+
+class RetireVersionRequest(_message.Message):
+    __slots__ = ("ref", "operator", "reason")
+    REF_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ref: str
+    operator: str
+    reason: str
+    def __init__(self, ref: _Optional[str] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RunCheck(_message.Message):
+    __slots__ = ("run_id", "status", "verdict", "position", "seq", "recorded", "issued", "detail", "checked_seq", "outcome")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    POSITION_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    RECORDED_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    status: str
+    verdict: str
+    position: int
+    seq: int
+    recorded: str
+    issued: str
+    detail: str
+    checked_seq: int
+    outcome: str
+    def __init__(self, run_id: _Optional[str] = ..., status: _Optional[str] = ..., verdict: _Optional[str] = ..., position: _Optional[int] = ..., seq: _Optional[int] = ..., recorded: _Optional[str] = ..., issued: _Optional[str] = ..., detail: _Optional[str] = ..., checked_seq: _Optional[int] = ..., outcome: _Optional[str] = ...) -> None: ...
+
+class CheckVersionRequest(_message.Message):
+    __slots__ = ("candidate", "workflow_type", "run_ids", "closed_sample", "wait_ms")
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_SAMPLE_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    candidate: str
+    workflow_type: str
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    closed_sample: int
+    wait_ms: int
+    def __init__(self, candidate: _Optional[str] = ..., workflow_type: _Optional[str] = ..., run_ids: _Optional[_Iterable[str]] = ..., closed_sample: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class CheckVersionResponse(_message.Message):
+    __slots__ = ("candidate", "runs")
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    candidate: str
+    runs: _containers.RepeatedCompositeFieldContainer[RunCheck]
+    def __init__(self, candidate: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[RunCheck, _Mapping]]] = ...) -> None: ...
+
+class MigrateRunsRequest(_message.Message):
+    __slots__ = ("candidate", "workflow_type", "run_ids", "operator", "reason", "wait_ms")
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    WORKFLOW_TYPE_FIELD_NUMBER: _ClassVar[int]
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    candidate: str
+    workflow_type: str
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    operator: str
+    reason: str
+    wait_ms: int
+    def __init__(self, candidate: _Optional[str] = ..., workflow_type: _Optional[str] = ..., run_ids: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+
+class MigrateRunsResponse(_message.Message):
+    __slots__ = ("candidate", "runs")
+    CANDIDATE_FIELD_NUMBER: _ClassVar[int]
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    candidate: str
+    runs: _containers.RepeatedCompositeFieldContainer[RunCheck]
+    def __init__(self, candidate: _Optional[str] = ..., runs: _Optional[_Iterable[_Union[RunCheck, _Mapping]]] = ...) -> None: ...
+
 class GetModuleRequest(_message.Message):
     __slots__ = ("digest",)
     DIGEST_FIELD_NUMBER: _ClassVar[int]
@@ -435,7 +610,7 @@ class PollTaskRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested")
+    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested", "upgrade_to")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -454,6 +629,7 @@ class Task(_message.Message):
     HAS_HEARTBEAT_DETAILS_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_TO_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     kind: str
@@ -472,7 +648,8 @@ class Task(_message.Message):
     has_heartbeat_details: bool
     deadline_ms: int
     cancel_requested: bool
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., has_heartbeat_details: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ...) -> None: ...
+    upgrade_to: str
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., has_heartbeat_details: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., upgrade_to: _Optional[str] = ...) -> None: ...
 
 class PollTaskResponse(_message.Message):
     __slots__ = ("task",)
@@ -481,16 +658,20 @@ class PollTaskResponse(_message.Message):
     def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class ActivationStats(_message.Message):
-    __slots__ = ("fuel_used", "memory_bytes", "host_calls", "duration_us")
+    __slots__ = ("fuel_used", "memory_bytes", "host_calls", "duration_us", "digest", "kind")
     FUEL_USED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     HOST_CALLS_FIELD_NUMBER: _ClassVar[int]
     DURATION_US_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     fuel_used: int
     memory_bytes: int
     host_calls: int
     duration_us: int
-    def __init__(self, fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., host_calls: _Optional[int] = ..., duration_us: _Optional[int] = ...) -> None: ...
+    digest: str
+    kind: str
+    def __init__(self, fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., host_calls: _Optional[int] = ..., duration_us: _Optional[int] = ..., digest: _Optional[str] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class Command(_message.Message):
     __slots__ = ("cmd", "body")
@@ -501,20 +682,24 @@ class Command(_message.Message):
     def __init__(self, cmd: _Optional[int] = ..., body: _Optional[bytes] = ...) -> None: ...
 
 class WorkflowCompletion(_message.Message):
-    __slots__ = ("expected_last_seq", "commands", "status", "result", "error", "reactivate")
+    __slots__ = ("expected_last_seq", "commands", "status", "result", "error", "reactivate", "migrate_to", "upgrade_failed")
     EXPECTED_LAST_SEQ_FIELD_NUMBER: _ClassVar[int]
     COMMANDS_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     REACTIVATE_FIELD_NUMBER: _ClassVar[int]
+    MIGRATE_TO_FIELD_NUMBER: _ClassVar[int]
+    UPGRADE_FAILED_FIELD_NUMBER: _ClassVar[int]
     expected_last_seq: int
     commands: _containers.RepeatedCompositeFieldContainer[Command]
     status: str
     result: bytes
     error: ErrorInfo
     reactivate: bool
-    def __init__(self, expected_last_seq: _Optional[int] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., status: _Optional[str] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., reactivate: _Optional[bool] = ...) -> None: ...
+    migrate_to: str
+    upgrade_failed: bytes
+    def __init__(self, expected_last_seq: _Optional[int] = ..., commands: _Optional[_Iterable[_Union[Command, _Mapping]]] = ..., status: _Optional[str] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., reactivate: _Optional[bool] = ..., migrate_to: _Optional[str] = ..., upgrade_failed: _Optional[bytes] = ...) -> None: ...
 
 class ActivityCompletion(_message.Message):
     __slots__ = ("ok", "result", "error")
@@ -573,7 +758,7 @@ class Failure(_message.Message):
     def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., trap_code: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
-    __slots__ = ("task_id", "fencing", "worker_id", "failure", "want_next", "next_queue", "run_id")
+    __slots__ = ("task_id", "fencing", "worker_id", "failure", "want_next", "next_queue", "run_id", "stats")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -581,6 +766,7 @@ class FailTaskRequest(_message.Message):
     WANT_NEXT_FIELD_NUMBER: _ClassVar[int]
     NEXT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STATS_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
@@ -588,7 +774,8 @@ class FailTaskRequest(_message.Message):
     want_next: bool
     next_queue: str
     run_id: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+    stats: ActivationStats
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., failure: _Optional[_Union[Failure, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ..., run_id: _Optional[str] = ..., stats: _Optional[_Union[ActivationStats, _Mapping]] = ...) -> None: ...
 
 class FailTaskResponse(_message.Message):
     __slots__ = ("next",)

@@ -104,6 +104,36 @@ class AmberStub:
                 request_serializer=runtime_dot_api_dot_amber__pb2.GetModuleRequest.SerializeToString,
                 response_deserializer=runtime_dot_api_dot_amber__pb2.GetModuleResponse.FromString,
                 _registered_method=True)
+        self.LabelVersion = channel.unary_unary(
+                '/amber.v1.Amber/LabelVersion',
+                request_serializer=runtime_dot_api_dot_amber__pb2.LabelVersionRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.GetVersionResponse.FromString,
+                _registered_method=True)
+        self.ChangeRollout = channel.unary_unary(
+                '/amber.v1.Amber/ChangeRollout',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ChangeRolloutRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.RolloutStatus.FromString,
+                _registered_method=True)
+        self.GetRollout = channel.unary_unary(
+                '/amber.v1.Amber/GetRollout',
+                request_serializer=runtime_dot_api_dot_amber__pb2.GetRolloutRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.RolloutStatus.FromString,
+                _registered_method=True)
+        self.RetireVersion = channel.unary_unary(
+                '/amber.v1.Amber/RetireVersion',
+                request_serializer=runtime_dot_api_dot_amber__pb2.RetireVersionRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.GetVersionResponse.FromString,
+                _registered_method=True)
+        self.CheckVersion = channel.unary_unary(
+                '/amber.v1.Amber/CheckVersion',
+                request_serializer=runtime_dot_api_dot_amber__pb2.CheckVersionRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.CheckVersionResponse.FromString,
+                _registered_method=True)
+        self.MigrateRuns = channel.unary_unary(
+                '/amber.v1.Amber/MigrateRuns',
+                request_serializer=runtime_dot_api_dot_amber__pb2.MigrateRunsRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.MigrateRunsResponse.FromString,
+                _registered_method=True)
         self.PollTask = channel.unary_unary(
                 '/amber.v1.Amber/PollTask',
                 request_serializer=runtime_dot_api_dot_amber__pb2.PollTaskRequest.SerializeToString,
@@ -220,6 +250,42 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LabelVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeRollout(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetRollout(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RetireVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CheckVersion(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MigrateRuns(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PollTask(self, request, context):
         """Workers.
         """
@@ -323,6 +389,36 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.GetModule,
                     request_deserializer=runtime_dot_api_dot_amber__pb2.GetModuleRequest.FromString,
                     response_serializer=runtime_dot_api_dot_amber__pb2.GetModuleResponse.SerializeToString,
+            ),
+            'LabelVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.LabelVersion,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.LabelVersionRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.GetVersionResponse.SerializeToString,
+            ),
+            'ChangeRollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeRollout,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ChangeRolloutRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.RolloutStatus.SerializeToString,
+            ),
+            'GetRollout': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRollout,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.GetRolloutRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.RolloutStatus.SerializeToString,
+            ),
+            'RetireVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.RetireVersion,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.RetireVersionRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.GetVersionResponse.SerializeToString,
+            ),
+            'CheckVersion': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckVersion,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.CheckVersionRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.CheckVersionResponse.SerializeToString,
+            ),
+            'MigrateRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.MigrateRuns,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.MigrateRunsRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.MigrateRunsResponse.SerializeToString,
             ),
             'PollTask': grpc.unary_unary_rpc_method_handler(
                     servicer.PollTask,
@@ -728,6 +824,168 @@ class Amber:
             '/amber.v1.Amber/GetModule',
             runtime_dot_api_dot_amber__pb2.GetModuleRequest.SerializeToString,
             runtime_dot_api_dot_amber__pb2.GetModuleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LabelVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/LabelVersion',
+            runtime_dot_api_dot_amber__pb2.LabelVersionRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.GetVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeRollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ChangeRollout',
+            runtime_dot_api_dot_amber__pb2.ChangeRolloutRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.RolloutStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRollout(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/GetRollout',
+            runtime_dot_api_dot_amber__pb2.GetRolloutRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.RolloutStatus.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RetireVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/RetireVersion',
+            runtime_dot_api_dot_amber__pb2.RetireVersionRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.GetVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckVersion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/CheckVersion',
+            runtime_dot_api_dot_amber__pb2.CheckVersionRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.CheckVersionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MigrateRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/MigrateRuns',
+            runtime_dot_api_dot_amber__pb2.MigrateRunsRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.MigrateRunsResponse.FromString,
             options,
             channel_credentials,
             insecure,
