@@ -15,7 +15,7 @@ migrations or leases (absent on CockroachDB, our scale-out path); a separate "do
 from importlib.resources import files
 
 from ._audit import AuditEntry, audit_for_txn, record_audit_txn
-from ._database import Cursor, Database
+from ._database import Cursor, Database, is_transient, savepoint
 from ._deliveries import Discarded, claim_signal_id_txn, record_discarded_txn, run_discarded_txn
 from ._embedded import (
     DATABASE_URL_ENV,
@@ -77,6 +77,7 @@ from ._tasks import (
     TaskKind,
     TaskState,
     claim_task_txn,
+    defer_task_txn,
     delete_run_tasks_txn,
     delete_task_txn,
     enqueue_task_txn,
@@ -97,6 +98,7 @@ from ._timers import (
     Timer,
     TimerKind,
     claim_due_timers_txn,
+    defer_timer_txn,
     delete_run_timers_txn,
     delete_timer_txn,
     insert_timer_txn,
@@ -159,6 +161,8 @@ __all__ = [
     "claim_workflow_id_txn",
     "close_run_txn",
     "decode_payload",
+    "defer_task_txn",
+    "defer_timer_txn",
     "delete_run_tasks_txn",
     "delete_run_timers_txn",
     "delete_task_txn",
@@ -173,6 +177,7 @@ __all__ = [
     "get_task_txn",
     "insert_run_txn",
     "insert_timer_txn",
+    "is_transient",
     "list_runs_txn",
     "load_migrations",
     "lock_leased_task_txn",
@@ -199,6 +204,7 @@ __all__ = [
     "run_tasks_txn",
     "run_timers_txn",
     "runs_of_type_txn",
+    "savepoint",
     "set_next_cmd_txn",
     "start_embedded_postgres",
     "take_query_answer_txn",

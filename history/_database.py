@@ -8,9 +8,10 @@ no side effects outside the transaction.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import psycopg
@@ -26,6 +27,17 @@ Cursor = psycopg.Cursor[tuple[Any, ...]]
 
 _TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "40001", "40P01")
 """Connection exceptions, server shutdown, serialization failure, deadlock."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether `exc` is a database failure that retrying the whole transaction may cure.
+
+    For code that catches errors inside a transaction (a sweep isolating one bad row): it must
+    let these propagate, since the transaction is gone with them.
+    """
+    if isinstance(exc, PoolTimeout | pgerrors.SerializationFailure | pgerrors.DeadlockDetected):
+        return True
+    return isinstance(exc, psycopg.OperationalError)
 
 
 def _transient(exc: Exception, conn: psycopg.Connection[Any] | None) -> bool:
@@ -110,3 +122,19 @@ class Database:
             return psycopg.connect(self.dsn, autocommit=True)
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+
+
+@contextlib.contextmanager
+def savepoint(cur: Cursor, name: str = "amber_step") -> Iterator[None]:
+    """Run a block so that its failure rolls back only the block, not the transaction.
+
+    For steps that may legitimately fail inside a larger transaction (starting a child whose
+    workflow id is taken; one bad row in a sweep must not block the others).
+    """
+    cur.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        cur.execute(f"ROLLBACK TO SAVEPOINT {name}")
+        raise
+    cur.execute(f"RELEASE SAVEPOINT {name}")

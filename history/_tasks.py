@@ -337,6 +337,18 @@ def timed_out_tasks_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list
     return [_task(row) for row in cur.fetchall()]
 
 
+def defer_task_txn(cur: Cursor, task_id: int, until: datetime) -> None:
+    """Push a task's lease expiry and timeouts to `until`: a sweep that failed on this row
+    retries it later instead of failing on it every pass and starving the rows behind it."""
+    cur.execute(
+        "UPDATE amber_tasks SET"
+        " lease_expires_at = CASE WHEN lease_expires_at IS NULL THEN NULL ELSE %(u)s END,"
+        " timeout_at = CASE WHEN timeout_at IS NULL THEN NULL ELSE %(u)s END"
+        " WHERE task_id = %(t)s",
+        {"u": until, "t": task_id},
+    )
+
+
 def run_tasks_txn(cur: Cursor, run_id: str) -> list[Task]:
     """The tasks of one run (for describing it)."""
     cur.execute(f"SELECT {_COLUMNS} FROM amber_tasks WHERE run_id = %s ORDER BY task_id", (run_id,))

@@ -70,6 +70,15 @@ def claim_due_timers_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> lis
     ]
 
 
+def defer_timer_txn(cur: Cursor, timer: Timer, until: datetime) -> None:
+    """Put a claimed timer back, due at `until` (its firing failed; it must not be lost)."""
+    cur.execute(
+        "INSERT INTO amber_timers (run_id, timer_id, kind, cmd, fire_at)"
+        " VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+        (timer.run_id, timer.timer_id, timer.kind.value, timer.cmd, until),
+    )
+
+
 def run_timers_txn(cur: Cursor, run_id: str) -> list[Timer]:
     cur.execute(
         "SELECT run_id::text, timer_id, kind, cmd, fire_at FROM amber_timers"

@@ -62,6 +62,7 @@ from history import (
     pending_activity_tasks_txn,
     repoint_workflow_id_txn,
     request_activity_cancel_txn,
+    savepoint,
     workflow_timer_id,
 )
 from versions import select_version_txn
@@ -344,36 +345,39 @@ class Lifecycle:
             "input": child.input,
             "parent_close_policy": child.parent_close_policy,
         }
-        cur.execute("SAVEPOINT amber_child")
         try:
-            selection = select_version_txn(
-                cur, child.workflow_type, child.workflow_id, child.version or None
-            )
-            spec = RunSpec(
-                tenant=run.tenant,
-                workflow_id=child.workflow_id,
-                workflow_type=child.workflow_type,
-                digest=selection.digest,
-                queue=run.queue,
-                input=child.input,
-                parent_run_id=run.run_id,
-                parent_cmd=cmd,
-                parent_close_policy=child.parent_close_policy,
-                started={
-                    "parent": {"run_id": run.run_id, "cmd": cmd},
-                    "version": selection.to_event(),
-                },
-            )
-            child_run, wakes = self.create_run_txn(cur, spec)
+            with savepoint(cur, "amber_child"):
+                child_run, wakes = self._create_child_txn(cur, run, cmd, child)
         except AmberError as exc:
-            cur.execute("ROLLBACK TO SAVEPOINT amber_child")
             event(EventType.CHILD_STARTED, run_id=None, **started)
             event(EventType.CHILD_FAILED, error_type="ChildStartFailed", message=str(exc))
             return True
-        cur.execute("RELEASE SAVEPOINT amber_child")
         event(EventType.CHILD_STARTED, run_id=child_run.run_id, **started)
         effects.wakes.extend(wakes)
         return False
+
+    def _create_child_txn(
+        self, cur: Cursor, run: Run, cmd: int, child: StartChild
+    ) -> tuple[Run, list[Wake]]:
+        selection = select_version_txn(
+            cur, child.workflow_type, child.workflow_id, child.version or None
+        )
+        spec = RunSpec(
+            tenant=run.tenant,
+            workflow_id=child.workflow_id,
+            workflow_type=child.workflow_type,
+            digest=selection.digest,
+            queue=run.queue,
+            input=child.input,
+            parent_run_id=run.run_id,
+            parent_cmd=cmd,
+            parent_close_policy=child.parent_close_policy,
+            started={
+                "parent": {"run_id": run.run_id, "cmd": cmd},
+                "version": selection.to_event(),
+            },
+        )
+        return self.create_run_txn(cur, spec)
 
     # -- limits -------------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -22,9 +23,20 @@ class RetryPolicy:
     """Error types that fail the activity at once."""
 
     def delay(self, attempt: int) -> timedelta:
-        """The wait before attempt `attempt + 1`, after attempt `attempt` failed."""
-        factor = self.coefficient ** max(attempt - 1, 0)
-        return min(self.initial * factor, self.maximum)
+        """The wait before attempt `attempt + 1`, after attempt `attempt` failed.
+
+        Capped before it is computed, so attempt 1,000 of an unlimited policy is simply the
+        maximum (coefficient ** attempt would overflow a float long before that).
+        """
+        initial, maximum = self.initial.total_seconds(), self.maximum.total_seconds()
+        exponent = max(attempt - 1, 0)
+        if initial <= 0:
+            return timedelta(0)
+        if self.coefficient > 1 and exponent >= math.log(max(maximum / initial, 1.0)) / math.log(
+            self.coefficient
+        ):
+            return self.maximum
+        return min(timedelta(seconds=initial * self.coefficient**exponent), self.maximum)
 
     def overlay(self, options: RetryOptions) -> RetryPolicy:
         """This policy with an activity's own retry options on top (Temporal's defaults: the

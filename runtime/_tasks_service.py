@@ -51,6 +51,7 @@ from history import (
     append_events_txn,
     block_upgrade_txn,
     claim_task_txn,
+    defer_task_txn,
     delete_task_txn,
     expired_leases_txn,
     extend_lease_txn,
@@ -72,6 +73,7 @@ from ._clock import Clock
 from ._errors import PayloadTooLarge
 from ._faults import FailureReason
 from ._ids import new_run_id
+from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
 from ._lifecycle import Lifecycle, NewCommand, RunSpec, Wake, closing_event
 from ._notify import Notifier
 from ._replay import MAX_NEW_COMMANDS
@@ -528,13 +530,14 @@ class TaskService:
         """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
 
         def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
-            tasks = expired_leases_txn(cur, self._clock.now())
-            wakes: list[Wake] = []
-            for task in tasks:
+            now = self._clock.now()
+            tasks = expired_leases_txn(cur, now)
+
+            def step(task: Task) -> list[Wake]:
                 run = get_run_txn(cur, task.run_id, for_update=True)
                 if task.kind in _READS or run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
-                    continue
+                    return []
                 failure = FailureReport(
                     reason=FailureReason.WORKER_LOST,
                     message=f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
@@ -542,8 +545,12 @@ class TaskService:
                 attempt = FailedAttempt(
                     task=task, run=run, failure=failure, worker=task.lease_owner, immediate=True
                 )
-                wakes += self._fail_txn(cur, attempt)
-            return tasks, wakes
+                return self._fail_txn(cur, attempt)
+
+            def defer(task: Task) -> None:
+                defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
+
+            return tasks, each_isolated(cur, tasks, step, defer=defer, what="lease expiry")
 
         tasks, wakes = self._db.run(txn)
         self._poke(wakes)
@@ -562,14 +569,18 @@ class TaskService:
         def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
             now = self._clock.now()
             tasks = timed_out_tasks_txn(cur, now)
-            wakes: list[Wake] = []
-            for task in tasks:
+
+            def step(task: Task) -> list[Wake]:
                 run = get_run_txn(cur, task.run_id, for_update=True)
                 if run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
-                    continue
-                wakes += self._timeout_txn(cur, task, run, now)
-            return tasks, wakes
+                    return []
+                return self._timeout_txn(cur, task, run, now)
+
+            def defer(task: Task) -> None:
+                defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
+
+            return tasks, each_isolated(cur, tasks, step, defer=defer, what="activity timeout")
 
         tasks, wakes = self._db.run(txn)
         self._poke(wakes)

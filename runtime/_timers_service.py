@@ -7,6 +7,7 @@ and a restart loses none: nothing waits in memory.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from history import (
@@ -21,6 +22,7 @@ from history import (
     Timer,
     TimerKind,
     claim_due_timers_txn,
+    defer_timer_txn,
     delete_timer_txn,
     get_run_txn,
     record_discarded_txn,
@@ -28,6 +30,7 @@ from history import (
 )
 
 from ._clock import Clock
+from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
 from ._lifecycle import Lifecycle, Wake, closing_event
 from ._notify import Notifier
 from ._settings import EngineSettings
@@ -48,11 +51,14 @@ class TimerService:
         """Fire every timer due now (up to `limit`); returns how many fired."""
 
         def txn(cur: Cursor) -> tuple[int, list[Wake]]:
-            timers = claim_due_timers_txn(cur, self._clock.now(), limit=limit)
-            wakes: list[Wake] = []
-            for timer in timers:
-                wakes += self._fire_txn(cur, timer)
-            return len(timers), wakes
+            now = self._clock.now()
+            timers = claim_due_timers_txn(cur, now, limit=limit)
+
+            def defer(timer: Timer) -> None:
+                defer_timer_txn(cur, timer, now + RETRY_FAILED_ROW_AFTER)
+
+            fire = functools.partial(self._fire_txn, cur)
+            return len(timers), each_isolated(cur, timers, fire, defer=defer, what="timer firing")
 
         count, wakes = self._db.run(txn)
         self._poke(wakes)

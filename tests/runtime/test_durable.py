@@ -372,3 +372,32 @@ def test_an_activity_not_yet_started_is_not_started_after_cancellation(
         e.payload["name"] for e in srv.client.history(run) if e.type is EventType.ACTIVITY_SCHEDULED
     ]
     assert scheduled == ["book_carrier"]  # nothing was booked, so nothing to compensate
+
+
+def test_a_timer_whose_firing_fails_is_retried_later_and_does_not_block_others(
+    srv: InProcessServer, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime._timers_service import TimerService
+
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    broken = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    healthy = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    settle(worker)
+    real_fire = TimerService._fire_txn
+
+    def fire(self: TimerService, cur, timer):  # type: ignore[no-untyped-def]
+        if timer.run_id == broken:
+            raise ValueError("a bug that hits one row")
+        return real_fire(self, cur, timer)
+
+    monkeypatch.setattr(TimerService, "_fire_txn", fire)
+    _advance(srv, timedelta(days=3, seconds=1))
+    assert EventType.TIMER_FIRED in _types(srv, healthy)
+    assert EventType.TIMER_FIRED not in _types(srv, broken)
+    (deferred,) = srv.client.describe(broken).timers  # kept, not lost with the failed firing
+    assert deferred.fire_at == srv.clock.now() + timedelta(minutes=1)
+
+    monkeypatch.setattr(TimerService, "_fire_txn", real_fire)
+    _advance(srv, timedelta(minutes=1))
+    settle(worker)
+    assert decode(srv.client.result(broken).result)["status"] == "late"
