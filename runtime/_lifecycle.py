@@ -410,10 +410,20 @@ class Lifecycle:
     # -- closing ------------------------------------------------------------------------------
 
     def close_txn(
-        self, cur: Cursor, run: Run, closing: RunClosing, event: NewEvent | None
+        self,
+        cur: Cursor,
+        run: Run,
+        closing: RunClosing,
+        event: NewEvent | None,
+        *,
+        superseded: bool = False,
     ) -> list[Wake]:
         """Close a run: record it (appending `event` unless the caller already did), drop its
-        tasks and timers, tell its parent, and apply its children's parent-close policy."""
+        tasks and timers, tell its parent, and apply its children's parent-close policy.
+
+        A `superseded` run (replaced by a reset) does not tell its parent: the run that replaces
+        it carries the parent link and reports when it closes. Continue-as-new is the same.
+        """
         now = self._clock.now()
         if event is not None:
             append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
@@ -422,7 +432,8 @@ class Lifecycle:
         delete_run_timers_txn(cur, run.run_id)
         notify_txn(cur, RUNS_CHANNEL, run.run_id)
         wakes: list[Wake] = [(RUNS_CHANNEL, run.run_id)]
-        if run.parent_run_id and closing.status is not RunStatus.CONTINUED_AS_NEW:
+        superseded = superseded or closing.status is RunStatus.CONTINUED_AS_NEW
+        if run.parent_run_id and not superseded:
             wakes += self._tell_parent_txn(cur, run, closing)
         for child in open_children_txn(cur, run.run_id):
             if child.parent_close_policy == "terminate":
@@ -453,13 +464,15 @@ class Lifecycle:
             cur, parent, NewEvent(type=kind, payload=payload, digest=run.digest)
         )
 
-    def terminate_txn(self, cur: Cursor, run: Run, reason: str, by: str) -> list[Wake]:
-        """Close a run at once (no workflow code runs)."""
+    def terminate_txn(
+        self, cur: Cursor, run: Run, reason: str, by: str, *, superseded: bool = False
+    ) -> list[Wake]:
+        """Close a run at once (no workflow code runs); see `close_txn` for `superseded`."""
         closing = RunClosing(
             status=RunStatus.TERMINATED, error_type="Terminated", error_message=reason
         )
         event = closing_event(closing, run.digest, reason=reason, by=by)
-        return self.close_txn(cur, run, closing, event)
+        return self.close_txn(cur, run, closing, event, superseded=superseded)
 
     def request_cancel_txn(
         self, cur: Cursor, run: Run, reason: str, by: str

@@ -374,7 +374,9 @@ class RunService:
                 cur, old.run_id, [marker], expected_last_seq=None, now=self._clock.now()
             )
             if not old.status.closed:
-                wakes += self._life.terminate_txn(cur, old, f"reset to run {new.run_id}", by)
+                wakes += self._life.terminate_txn(
+                    cur, old, f"reset to run {new.run_id}", by, superseded=True
+                )
             fresh = get_run_txn(cur, new.run_id)
             assert fresh is not None
             return fresh, wakes

@@ -401,3 +401,22 @@ def test_a_timer_whose_firing_fails_is_retried_later_and_does_not_block_others(
     _advance(srv, timedelta(minutes=1))
     settle(worker)
     assert decode(srv.client.result(broken).result)["status"] == "late"
+
+
+def test_resetting_a_child_leaves_its_parent_waiting_for_the_new_run(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    parent = srv.client.start_run(
+        "family", {"policy": "terminate", "child_id": "kid-r", "child_input": SHIPMENT}
+    ).run.run_id
+    settle(worker)
+    old_child = srv.client.result("kid-r")
+    srv.client.reset(old_child.run_id, to_event=old_child.last_seq, reason="redo")
+    settle(worker)
+    assert srv.client.result(old_child.run_id).status is RunStatus.TERMINATED
+    assert srv.client.result(parent).status is RunStatus.RUNNING
+    assert EventType.CHILD_FAILED not in _types(srv, parent)
+    srv.client.signal("kid-r", "delivered", {"signed_by": "Eve"})
+    settle(worker)
+    assert decode(srv.client.result(parent).result)["signed_by"] == "Eve"
