@@ -16,7 +16,13 @@ from importlib.resources import files
 
 from ._audit import AuditEntry, audit_for_txn, record_audit_txn
 from ._database import Cursor, Database, is_transient, savepoint
-from ._deliveries import Discarded, claim_signal_id_txn, record_discarded_txn, run_discarded_txn
+from ._deliveries import (
+    Discarded,
+    claim_signal_id_txn,
+    inherit_signal_ids_txn,
+    record_discarded_txn,
+    run_discarded_txn,
+)
 from ._embedded import (
     DATABASE_URL_ENV,
     HOME_ENV,
@@ -175,6 +181,7 @@ __all__ = [
     "get_run_by_workflow_id_txn",
     "get_run_txn",
     "get_task_txn",
+    "inherit_signal_ids_txn",
     "insert_run_txn",
     "insert_timer_txn",
     "is_transient",

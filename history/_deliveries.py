@@ -23,6 +23,19 @@ def claim_signal_id_txn(cur: Cursor, run_id: str, request_id: str, seq: int) -> 
     return cur.rowcount == 1
 
 
+def inherit_signal_ids_txn(cur: Cursor, from_run_id: str, to_run_id: str) -> int:
+    """Let a run that continues another (continue-as-new, reset) refuse the request ids its
+    predecessor already received: a client retrying a signal after the chain moved on must not
+    deliver it twice. Inherited ids carry seq 0 (received by an earlier run of the chain)."""
+    cur.execute(
+        "INSERT INTO amber_signal_ids (run_id, request_id, seq)"
+        " SELECT %s, request_id, 0 FROM amber_signal_ids WHERE run_id = %s"
+        " ON CONFLICT DO NOTHING",
+        (to_run_id, from_run_id),
+    )
+    return cur.rowcount
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Discarded:
     """A delivery recorded for audit but not applied."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import msgpack
 
 from abi import (
+    ActivityOptions,
     AmberError,
     AwaitSignal,
     CancelTimer,
@@ -33,6 +34,7 @@ from history import (
     RUNS_CHANNEL,
     TASKS_CHANNEL,
     Cursor,
+    Event,
     EventType,
     NewEvent,
     NewRun,
@@ -53,6 +55,7 @@ from history import (
     delete_timer_txn,
     enqueue_task_txn,
     get_run_txn,
+    inherit_signal_ids_txn,
     insert_run_txn,
     insert_timer_txn,
     mark_cancel_requested_txn,
@@ -67,7 +70,7 @@ from history import (
 )
 from versions import select_version_txn
 
-from ._clock import Clock, to_ms
+from ._clock import Clock, from_ms, to_ms
 from ._ids import new_run_id
 from ._settings import EngineSettings
 
@@ -92,10 +95,27 @@ class RunSpec:
     parent_cmd: int | None = None
     parent_close_policy: str | None = None
     execution_timeout_ms: int | None = None
+    execution_deadline: datetime | None = None
+    """The deadline of the run this one replaces (continue-as-new, reset): the execution
+    timeout covers the whole chain, as in Temporal, so a replacement never extends it."""
+    inherit_from: str | None = None
+    """The run this one replaces: its received signal ids are refused here too."""
     started: dict[str, Any] = field(default_factory=dict)
     """Extra RunStarted payload keys (continued_from, reset_from, parent)."""
     prefix: Sequence[NewEvent] = ()
     """For a reset: the events to copy after RunStarted instead of starting afresh."""
+
+
+def execution_deadline(started: Event) -> datetime | None:
+    """The execution deadline a run's RunStarted event records (None: no timeout).
+
+    Runs recorded before deadlines were written down carry only the timeout; their deadline is
+    counted from when they started.
+    """
+    if "execution_deadline_ms" in started.payload:
+        return from_ms(started.payload["execution_deadline_ms"])
+    timeout = started.payload.get("execution_timeout_ms")
+    return started.created_at + timedelta(milliseconds=timeout) if timeout else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +170,20 @@ _CHILD_ERRORS = {
 }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityRequest:
+    """An activity to queue: the command that scheduled it and what it asked for."""
+
+    cmd: int
+    """The scheduling command's number in its run."""
+    name: str
+    """The activity's name in the module."""
+    args: bytes
+    """Its msgpack arguments."""
+    options: ActivityOptions
+    """Timeouts and retry options, as the workflow gave them."""
+
+
 class Lifecycle:
     """Transaction steps that create, feed and close runs."""
 
@@ -186,6 +220,9 @@ class Lifecycle:
                 raise WorkflowIdInUse(f"workflow id {spec.workflow_id!r} is in use")
         else:
             repoint_workflow_id_txn(cur, spec.tenant, spec.workflow_id, spec.run_id)
+        deadline = spec.execution_deadline
+        if deadline is None and spec.execution_timeout_ms:
+            deadline = now + timedelta(milliseconds=spec.execution_timeout_ms)
         started = NewEvent(
             type=EventType.RUN_STARTED,
             payload={
@@ -193,17 +230,13 @@ class Lifecycle:
                 "workflow_id": spec.workflow_id,
                 "tenant": spec.tenant,
                 "input": spec.input,
-                **(
-                    {"execution_timeout_ms": spec.execution_timeout_ms}
-                    if spec.execution_timeout_ms
-                    else {}
-                ),
                 **spec.started,
+                **({"execution_deadline_ms": to_ms(deadline)} if deadline else {}),
             },
             digest=spec.digest,
         )
         append_events_txn(cur, spec.run_id, [started, *spec.prefix], expected_last_seq=0, now=now)
-        if spec.execution_timeout_ms:
+        if deadline is not None:
             insert_timer_txn(
                 cur,
                 Timer(
@@ -211,9 +244,11 @@ class Lifecycle:
                     timer_id=EXECUTION_TIMER_ID,
                     kind=TimerKind.EXECUTION_TIMEOUT,
                     cmd=None,
-                    fire_at=now + timedelta(milliseconds=spec.execution_timeout_ms),
+                    fire_at=deadline,
                 ),
             )
+        if spec.inherit_from is not None:
+            inherit_signal_ids_txn(cur, spec.inherit_from, spec.run_id)
         run = get_run_txn(cur, spec.run_id)
         assert run is not None
         return run, self.enqueue_workflow_txn(cur, run)
@@ -267,33 +302,14 @@ class Lifecycle:
 
         match command:
             case ScheduleActivity(name=name, args=args, options=options):
-                doc = options_to_doc(options)
-                event(EventType.ACTIVITY_SCHEDULED, name=name, args=args, options=doc)
-                retry = self._settings.activity_retry.overlay(options.retry)
-                enqueue_task_txn(
-                    cur,
-                    NewTask(
-                        run_id=run.run_id,
-                        kind=TaskKind.ACTIVITY,
-                        queue=run.queue,
-                        name=name,
-                        digest=digest,
-                        visible_at=now,
-                        max_attempts=retry.max_attempts,
-                        cmd=cmd,
-                        args=args,
-                        options=msgpack.packb(doc, use_bin_type=True) if doc else None,
-                        start_to_close_ms=options.start_to_close_ms,
-                        schedule_to_start_ms=options.schedule_to_start_ms,
-                        heartbeat_ms=options.heartbeat_ms,
-                        close_by=None
-                        if options.schedule_to_close_ms is None
-                        else now + timedelta(milliseconds=options.schedule_to_close_ms),
-                    ),
-                    now,
+                event(
+                    EventType.ACTIVITY_SCHEDULED,
+                    name=name,
+                    args=args,
+                    options=options_to_doc(options),
                 )
-                notify_txn(cur, TASKS_CHANNEL, run.queue)
-                effects.wakes.append((TASKS_CHANNEL, run.queue))
+                activity = ActivityRequest(cmd=cmd, name=name, args=args, options=options)
+                effects.wakes.extend(self.schedule_activity_txn(cur, run, digest, activity))
                 return False
             case RecordNow(value=value) | RecordRandom(value=value):
                 event(EventType.MARKER_RECORDED, kind=command_kind(command), value=value)
@@ -378,6 +394,40 @@ class Lifecycle:
             },
         )
         return self.create_run_txn(cur, spec)
+
+    def schedule_activity_txn(
+        self, cur: Cursor, run: Run, digest: str, activity: ActivityRequest
+    ) -> list[Wake]:
+        """Queue an activity's first attempt with its timeouts and retry policy (for a new
+        ScheduleActivity command, and for a reset restoring one its history left open)."""
+        now = self._clock.now()
+        options = activity.options
+        doc = options_to_doc(options)
+        retry = self._settings.activity_retry.overlay(options.retry)
+        enqueue_task_txn(
+            cur,
+            NewTask(
+                run_id=run.run_id,
+                kind=TaskKind.ACTIVITY,
+                queue=run.queue,
+                name=activity.name,
+                digest=digest,
+                visible_at=now,
+                max_attempts=retry.max_attempts,
+                cmd=activity.cmd,
+                args=activity.args,
+                options=msgpack.packb(doc, use_bin_type=True) if doc else None,
+                start_to_close_ms=options.start_to_close_ms,
+                schedule_to_start_ms=options.schedule_to_start_ms,
+                heartbeat_ms=options.heartbeat_ms,
+                close_by=None
+                if options.schedule_to_close_ms is None
+                else now + timedelta(milliseconds=options.schedule_to_close_ms),
+            ),
+            now,
+        )
+        notify_txn(cur, TASKS_CHANNEL, run.queue)
+        return [(TASKS_CHANNEL, run.queue)]
 
     # -- limits -------------------------------------------------------------------------------
 

@@ -26,18 +26,14 @@ from history import (
     Task,
     TaskKind,
     Timer,
-    TimerKind,
     WorkflowIdInUse,
-    append_events_txn,
     claim_signal_id_txn,
     delete_task_txn,
     enqueue_task_txn,
     get_run_by_workflow_id_txn,
     get_run_txn,
     get_task_txn,
-    insert_timer_txn,
     list_runs_txn,
-    mark_cancel_requested_txn,
     notify_txn,
     read_events_txn,
     record_discarded_txn,
@@ -45,17 +41,15 @@ from history import (
     run_failures_txn,
     run_tasks_txn,
     run_timers_txn,
-    set_next_cmd_txn,
     take_query_answer_txn,
-    workflow_timer_id,
 )
 from versions import select_version_txn
 
-from ._clock import Clock, from_ms
+from ._clock import Clock
 from ._errors import PayloadTooLarge
 from ._lifecycle import Lifecycle, RunSpec, Wake
 from ._notify import Notifier
-from ._projection import project
+from ._reset import ResetRequest, Resetter
 from ._settings import EngineSettings
 
 DEFAULT_TENANT = "default"
@@ -158,6 +152,7 @@ class RunService:
         self._settings = settings
         self._notifier = notifier
         self._life = Lifecycle(clock, settings)
+        self._resetter = Resetter(clock, self._life)
 
     # -- starting -----------------------------------------------------------------------------
 
@@ -338,112 +333,15 @@ class RunService:
 
         def txn(cur: Cursor) -> tuple[Run, list[Wake]]:
             old = _find_txn(cur, ref, tenant, for_update=True)
-            if not 1 <= to_event <= old.last_seq:
-                raise InvalidInput(f"--to-event must be between 1 and {old.last_seq}")
-            events = read_events_txn(cur, old.run_id, limit=to_event)
-            prefix = [
-                NewEvent(type=e.type, payload=e.payload, digest=e.digest)
-                for e in events[1:]
-                if e.type not in _NOT_COPIED
-            ]
-            self._check_reset_prefix(events)
-            started = dict(events[0].payload)
-            spec = RunSpec(
-                tenant=old.tenant,
-                workflow_id=old.workflow_id,
-                workflow_type=old.workflow_type,
-                digest=old.digest,
-                queue=old.queue,
-                input=old.input,
-                new_chain=False,
-                parent_run_id=old.parent_run_id,
-                parent_cmd=old.parent_cmd,
-                parent_close_policy=old.parent_close_policy,
-                started={k: v for k, v in started.items() if k not in _STARTED_KEYS}
-                | {"reset_from": {"run_id": old.run_id, "seq": to_event}},
-                prefix=prefix,
-            )
-            new, wakes = self._life.create_run_txn(cur, spec)
-            wakes += self._restore_pending_txn(cur, new)
-            marker = NewEvent(
-                type=EventType.RUN_RESET,
-                payload={"new_run_id": new.run_id, "to_seq": to_event, "reason": reason, "by": by},
-                digest=old.digest,
-            )
-            append_events_txn(
-                cur, old.run_id, [marker], expected_last_seq=None, now=self._clock.now()
-            )
-            if not old.status.closed:
-                wakes += self._life.terminate_txn(
-                    cur, old, f"reset to run {new.run_id}", by, superseded=True
-                )
-            fresh = get_run_txn(cur, new.run_id)
+            request = ResetRequest(to_event=to_event, reason=reason, by=by)
+            new_run_id, wakes = self._resetter.reset_txn(cur, old, request)
+            fresh = get_run_txn(cur, new_run_id)
             assert fresh is not None
             return fresh, wakes
 
         run, wakes = self._db.run(txn)
         self._poke(wakes)
         return run
-
-    @staticmethod
-    def _check_reset_prefix(events: Sequence[Event]) -> None:
-        projection = project(events)
-        resolved = projection.resolved()
-        for command in projection.commands:
-            if command.kind == "child" and command.cmd not in resolved:
-                raise InvalidInput(
-                    f"cannot reset to event {events[-1].seq}: child workflow of command"
-                    f" {command.cmd} is still open there (reset to before it started or after"
-                    " it ended)"
-                )
-
-    def _restore_pending_txn(self, cur: Cursor, run: Run) -> list[Wake]:
-        """Re-create the activity tasks and timers the copied history left outstanding."""
-        events = read_events_txn(cur, run.run_id)
-        projection = project(events)
-        resolved = projection.resolved()
-        by_cmd = {e.payload["cmd"]: e for e in events if "cmd" in e.payload}
-        wakes: list[Wake] = []
-        now = self._clock.now()
-        set_next_cmd_txn(cur, run.run_id, len(projection.commands))
-        for command in projection.commands:
-            if command.cmd in resolved:
-                continue
-            event = by_cmd.get(command.cmd)
-            if command.kind == "activity" and event is not None:
-                enqueue_task_txn(
-                    cur,
-                    NewTask(
-                        run_id=run.run_id,
-                        kind=TaskKind.ACTIVITY,
-                        queue=run.queue,
-                        name=command.name,
-                        digest=run.digest,
-                        visible_at=now,
-                        max_attempts=self._settings.activity_retry.max_attempts,
-                        cmd=command.cmd,
-                        args=command.args,
-                    ),
-                    now,
-                )
-                notify_txn(cur, TASKS_CHANNEL, run.queue)
-                wakes.append((TASKS_CHANNEL, run.queue))
-            elif command.kind == "timer" and event is not None:
-                insert_timer_txn(
-                    cur,
-                    Timer(
-                        run_id=run.run_id,
-                        timer_id=workflow_timer_id(command.cmd),
-                        kind=TimerKind.WORKFLOW,
-                        cmd=command.cmd,
-                        fire_at=from_ms(event.payload["fire_at_ms"]),
-                    ),
-                )
-        if projection.cancel is not None:
-            mark_cancel_requested_txn(
-                cur, run.run_id, projection.cancel.seq, projection.cancel.reason
-            )
-        return wakes
 
     def query(
         self, ref: str, name: str, *, timeout_s: float, tenant: str = DEFAULT_TENANT
@@ -559,10 +457,6 @@ class RunService:
                 self._notifier.poke_tasks(key)
             else:
                 self._notifier.poke_run(key)
-
-
-_NOT_COPIED = frozenset({EventType.HISTORY_WARNING})
-_STARTED_KEYS = frozenset({"workflow_type", "workflow_id", "tenant", "input"})
 
 
 def _drop_query_txn(cur: Cursor, task_id: int) -> None:

@@ -74,7 +74,14 @@ from ._errors import PayloadTooLarge
 from ._faults import FailureReason
 from ._ids import new_run_id
 from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
-from ._lifecycle import Lifecycle, NewCommand, RunSpec, Wake, closing_event
+from ._lifecycle import (
+    Lifecycle,
+    NewCommand,
+    RunSpec,
+    Wake,
+    closing_event,
+    execution_deadline,
+)
 from ._notify import Notifier
 from ._replay import MAX_NEW_COMMANDS
 from ._settings import EngineSettings, RetryPolicy
@@ -381,6 +388,8 @@ class TaskService:
         if closing is not None:
             wakes += self._life.close_txn(cur, run, closing, None)
             if next_run is not None:
+                (started,) = read_events_txn(cur, run.run_id, limit=1)
+                next_run = replace(next_run, execution_deadline=execution_deadline(started))
                 wakes += self._life.create_run_txn(cur, next_run)[1]
             return wakes
         delete_task_txn(cur, task_id)
@@ -412,6 +421,7 @@ class TaskService:
                 parent_cmd=run.parent_cmd,
                 parent_close_policy=run.parent_close_policy,
                 started={"continued_from": run.run_id},
+                inherit_from=run.run_id,
             )
             closing = RunClosing(status=status)
             return closing, {"next_run_id": spec.run_id, "input": done.result}, spec

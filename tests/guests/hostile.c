@@ -29,8 +29,9 @@
  *                              awaits nothing (the host refuses this as an ABI violation).
  *   publish_then_trap (workflow) publishes "status" = "about to fail", then traps: a query still
  *                              answers from what was published before the trap.
- *   countdown (workflow)       input {"n": int}: continues as new with n-1 until n is 0, then
- *                              completes with {"done": true}.
+ *   countdown (workflow)       input {"n": int, "linger_ms": int}: continues as new with n-1
+ *                              until n is 0, then sleeps linger_ms (if given) and completes
+ *                              with {"done": true}.
  *   sleeper (workflow)         input {"ms": int}: a durable timer of that length, then completes
  *                              with {"slept": ms}.
  *   family (workflow)          input {"policy": str, "child_id": str, "child_input": any}: starts
@@ -151,14 +152,21 @@ AMBER_WORKFLOW(publish_then_trap) {
 }
 
 AMBER_WORKFLOW(countdown) {
-    int64_t n = 0;
+    int64_t n = 0, linger_ms = 0;
     amber_map_get_int(input, "n", &n);
+    amber_map_get_int(input, "linger_ms", &linger_ms);
     if (n > 0) {
-        amber_writer w = amber_writer_heap(16);
-        amber_write_map(&w, 1);
+        amber_writer w = amber_writer_heap(32);
+        amber_write_map(&w, 2);
         amber_write_str(&w, "n");
         amber_write_int(&w, n - 1);
+        amber_write_str(&w, "linger_ms");
+        amber_write_int(&w, linger_ms);
         return amber_wf_continue_as_new(wf, amber_writer_bytes(&w));
+    }
+    if (linger_ms > 0) {
+        amber_result r = amber_sleep(wf, linger_ms);
+        if (!r.ok) return amber_wf_fail(wf, r.error_type, r.error_message);
     }
     static const uint8_t done[] = {0x81, 0xa4, 'd', 'o', 'n', 'e', 0xc3}; /* {"done": true} */
     return amber_wf_complete(wf, amber_bytes_of(done, sizeof done));

@@ -224,7 +224,7 @@ def test_continue_as_new_chains_runs_under_one_workflow_id(
         if events[-1].type is not EventType.RUN_CONTINUED_AS_NEW:
             break
         chain.append(events[-1].payload["next_run_id"])
-        assert decode(events[-1].payload["input"]) == {"n": 3 - len(chain) + 1}
+        assert decode(events[-1].payload["input"]) == {"n": 3 - len(chain) + 1, "linger_ms": 0}
     assert chain[-1] == last.run_id and len(chain) == 4
     started = srv.client.history(last.run_id)[0]
     assert started.payload["continued_from"] == chain[-2]
@@ -420,3 +420,102 @@ def test_resetting_a_child_leaves_its_parent_waiting_for_the_new_run(
     srv.client.signal("kid-r", "delivered", {"signed_by": "Eve"})
     settle(worker)
     assert decode(srv.client.result(parent).result)["signed_by"] == "Eve"
+
+
+def _pay_input(options: dict[str, object]) -> dict[str, object]:
+    return {
+        "order_id": "T-1",
+        "amount_cents": 100,
+        "service": "http://127.0.0.1:9",
+        "options": options,
+    }
+
+
+def test_reset_restores_an_open_activity_with_the_options_it_was_scheduled_with(
+    srv: InProcessServer, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    from ._engine_helpers import run_one_task
+
+    srv.client.upload_version(modules["payments"], promote=True)
+    old = srv.client.start_run("pay", _pay_input({"start_to_close_ms": 1000})).run.run_id
+    run_one_task(srv.client, sandbox)  # schedules the charge
+    new = srv.client.reset(old, to_event=srv.client.result(old).last_seq, reason="again")
+    polled = [srv.client.poll_task(worker_id="w", wait_s=1) for _ in range(2)]
+    (task,) = [t for t in polled if t is not None and t.kind.value == "activity"]
+    assert task.run_id == new.run_id
+    assert task.deadline == srv.clock.now() + timedelta(seconds=1)
+
+
+def test_reset_keeps_the_chain_s_execution_deadline(srv: InProcessServer, sandbox: Sandbox) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    old = srv.client.start_run("sleeper", {"ms": 3_600_000}, execution_timeout_s=600).run.run_id
+    settle(worker)
+    (deadline,) = [t.fire_at for t in srv.client.describe(old).timers if t.timer_id == "execution"]
+    _advance(srv, timedelta(minutes=5))
+    new = srv.client.reset(old, to_event=srv.client.result(old).last_seq, reason="move")
+    timers = {t.timer_id: t.fire_at for t in srv.client.describe(new.run_id).timers}
+    assert timers["execution"] == deadline  # not ten fresh minutes
+    _advance(srv, timedelta(minutes=6))
+    assert srv.client.result(new.run_id).status is RunStatus.TIMED_OUT
+
+
+def test_continue_as_new_keeps_the_deadline_and_the_signal_ids(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    first = srv.client.start_run(
+        "countdown", {"n": 2, "linger_ms": 3_600_000}, workflow_id="cd-l",
+        execution_timeout_s=600, signal="poke", signal_request_id="sig-1",
+    ).run.run_id  # fmt: skip
+    (deadline,) = [
+        t.fire_at for t in srv.client.describe(first).timers if t.timer_id == "execution"
+    ]
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    last = srv.client.result("cd-l")
+    assert last.run_id != first and last.status is RunStatus.RUNNING
+    timers = {t.timer_id: t.fire_at for t in srv.client.describe(last.run_id).timers}
+    assert timers["execution"] == deadline
+    assert not srv.client.signal("cd-l", "poke", {}, request_id="sig-1")  # already delivered
+    assert srv.client.signal("cd-l", "poke", {}, request_id="sig-2")
+
+
+def test_reset_points_that_cannot_be_faithful_are_refused(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    from abi import InvalidInput
+
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    order = {"order_id": "R-1", "sku": "S", "quantity": 1, "amount_cents": 10}
+    done = srv.client.start_run("orders", order).run.run_id
+    settle(worker)
+    with pytest.raises(InvalidInput, match="closed at event"):
+        srv.client.reset(done, to_event=srv.client.result(done).last_seq, reason="x")
+
+    parent = srv.client.start_run(
+        "family", {"policy": "abandon", "child_id": "kid-x", "child_input": SHIPMENT}
+    ).run.run_id
+    settle(worker)
+    with pytest.raises(InvalidInput, match="taken for good"):
+        srv.client.reset(parent, to_event=1, reason="x")
+
+    waiting = srv.client.start_run("sleeper", {"ms": 60_000}, workflow_id="zz").run.run_id
+    settle(worker)
+    srv.client.reset(waiting, to_event=srv.client.result(waiting).last_seq, reason="once")
+    with pytest.raises(InvalidInput, match="not the current run"):
+        srv.client.reset(waiting, to_event=2, reason="twice from the old run")
+
+
+def test_reset_after_a_cancellation_request_does_not_restart_open_activities(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    from ._engine_helpers import run_one_task
+
+    old = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    run_one_task(srv.client, sandbox)  # schedules book_carrier
+    assert srv.client.poll_task(worker_id="busy", wait_s=1) is not None  # it is running
+    srv.client.cancel(old, reason="stop")
+    new = srv.client.reset(old, to_event=srv.client.result(old).last_seq, reason="replay")
+    events = srv.client.history(new.run_id)
+    assert events[-1].type is EventType.ACTIVITY_CANCELLED
+    assert all(t.kind.value != "activity" for t in srv.client.describe(new.run_id).tasks)
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    assert srv.client.result(new.run_id).status is RunStatus.CANCELLED
