@@ -42,6 +42,7 @@ from history import (
     Run,
     RunClosing,
     RunStatus,
+    Task,
     TaskKind,
     Timer,
     TimerKind,
@@ -529,8 +530,9 @@ class Lifecycle:
     ) -> tuple[list[Wake], bool]:
         """Record a cancellation request; returns (wakes, whether one was already recorded).
 
-        Activities no worker has started are dropped (their result: Cancelled); running ones
-        learn of it through their heartbeats; the workflow sees it at its next await.
+        Activities no worker holds are dropped (their result: Cancelled), whether they never
+        started or wait for a retry; running ones learn of it through their heartbeats and are
+        not retried if they fail; the workflow sees it at its next await.
         """
         if run.cancel_seq is not None:
             return [], True
@@ -539,17 +541,27 @@ class Lifecycle:
         event = NewEvent(type=EventType.CANCEL_REQUESTED, payload=payload, digest=run.digest)
         seq = append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
         mark_cancel_requested_txn(cur, run.run_id, seq, reason)
+        pending = pending_activity_tasks_txn(cur, run.run_id)
         dropped = [
             NewEvent(
                 type=EventType.ACTIVITY_CANCELLED,
-                payload={"cmd": t.cmd, "message": "cancelled before it started"},
+                payload={"cmd": t.cmd, "message": _dropped_message(t)},
                 digest=t.digest,
             )
-            for t in pending_activity_tasks_txn(cur, run.run_id)
+            for t in pending
         ]
         if dropped:
             append_events_txn(cur, run.run_id, dropped, expected_last_seq=None, now=now)
-            for task in pending_activity_tasks_txn(cur, run.run_id):
+            for task in pending:
                 delete_task_txn(cur, task.task_id)
         request_activity_cancel_txn(cur, run.run_id)
         return self.enqueue_workflow_txn(cur, run), False
+
+
+def _dropped_message(task: Task) -> str:
+    if task.attempt <= 1 and task.consecutive_failures == 0:
+        return "cancelled before it started"
+    return (
+        f"cancelled while waiting to retry, after {task.consecutive_failures} failed"
+        f" attempt(s) (last: {task.last_failure})"
+    )

@@ -669,6 +669,8 @@ class TaskService:
             visible = now if attempt.immediate else now + delay
             requeue_task_txn(cur, task, Requeue(visible_at=visible, failure=failure.reason))
             return [(TASKS_CHANNEL, run.queue)]
+        if run.cancel_seq is not None:
+            return self._cancelled_on_failure_txn(cur, attempt)
         policy = self._retry_policy(task)
         retryable = error is None or not (error.non_retryable or error.type in policy.non_retryable)
         if retryable and (task.max_attempts == 0 or task.attempt < task.max_attempts):
@@ -693,6 +695,20 @@ class TaskService:
         return self._life.deliver_txn(
             cur, run, NewEvent(type=kind, payload=payload, digest=task.digest)
         )
+
+    def _cancelled_on_failure_txn(self, cur: Cursor, attempt: FailedAttempt) -> list[Wake]:
+        """An activity that fails once its run asked to cancel is not retried: it ends
+        cancelled, with the failure in the message."""
+        task, failure = attempt.task, attempt.failure
+        cause = attempt.error or ErrorInfo(type=f"amber.{failure.reason}", message=failure.message)
+        delete_task_txn(cur, task.task_id)
+        payload = {
+            "cmd": task.cmd,
+            "message": f"cancelled: attempt {task.attempt} failed after cancellation was"
+            f" requested ({cause.type}: {cause.message})",
+        }
+        event = NewEvent(type=EventType.ACTIVITY_CANCELLED, payload=payload, digest=task.digest)
+        return self._life.deliver_txn(cur, attempt.run, event)
 
     def _poke(self, wakes: Sequence[Wake]) -> None:
         if self._notifier is None:

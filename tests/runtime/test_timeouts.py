@@ -191,3 +191,43 @@ def test_a_history_past_its_limits_warns_then_fails(make_server, modules, sandbo
     closed = srv.client.result(failed)
     assert closed.status is RunStatus.FAILED
     assert closed.error_type == "amber.HistoryLimitExceeded"
+
+
+def _fail(srv: InProcessServer) -> None:
+    task = srv.client.poll_task(worker_id="failing", wait_s=1)
+    assert task is not None and task.kind.value == "activity"
+    report = FailureReport(reason="trap", message="boom", trap_code="unreachable")
+    srv.client.fail_task(task, report, worker_id="failing")
+
+
+def test_an_activity_failing_after_cancellation_is_not_retried(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    run = _pay(srv, sandbox, {"retry": {"max_attempts": 5}})
+    task = srv.client.poll_task(worker_id="failing", wait_s=1)
+    assert task is not None
+    srv.client.cancel(run, reason="stop")
+    report = FailureReport(reason="trap", message="boom", trap_code="unreachable")
+    srv.client.fail_task(task, report, worker_id="failing")
+    assert all(t.kind.value != "activity" for t in srv.client.describe(run).tasks)
+    (cancelled,) = [e for e in srv.client.history(run) if e.type is EventType.ACTIVITY_CANCELLED]
+    assert (
+        "attempt 1 failed after cancellation was requested (amber.trap"
+        in (cancelled.payload["message"])
+    )
+
+
+def test_an_activity_waiting_to_retry_is_cancelled_with_its_attempts(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    run = _pay(srv, sandbox, {"retry": {"max_attempts": 5, "initial_ms": 60_000}})
+    _fail(srv)
+    waiting = [t for t in srv.client.describe(run).tasks if t.kind.value == "activity"]
+    assert waiting and waiting[0].state.value == "pending"
+    srv.client.cancel(run, reason="stop")
+    (cancelled,) = [e for e in srv.client.history(run) if e.type is EventType.ACTIVITY_CANCELLED]
+    assert cancelled.payload["message"].startswith(
+        "cancelled while waiting to retry, after 1 failed attempt(s)"
+    )
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    assert srv.client.result(run).status is RunStatus.CANCELLED
