@@ -231,3 +231,12 @@ def test_an_activity_waiting_to_retry_is_cancelled_with_its_attempts(
     )
     settle(make_worker(srv.client, sandbox, clock=srv.clock))
     assert srv.client.result(run).status is RunStatus.CANCELLED
+
+
+def test_timeouts_longer_than_a_32_bit_millisecond_count_are_kept(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    month = timedelta(days=30)
+    _pay(srv, sandbox, {"start_to_close_ms": int(month.total_seconds() * 1000)})
+    task = srv.client.poll_task(worker_id="w", wait_s=1)
+    assert task is not None and task.deadline == srv.clock.now() + month
