@@ -511,9 +511,14 @@ class TaskService:
             if run is None or run.status.closed:
                 delete_task_txn(cur, task_id)
                 return []
-            return self._fail_txn(
-                cur, FailedAttempt(task=task, run=run, failure=failure, worker=worker)
+            attempt = FailedAttempt(
+                task=task,
+                run=run,
+                failure=failure,
+                worker=worker,
+                timeout=_timeout_kind(task, failure),
             )
+            return self._fail_txn(cur, attempt)
 
         return self._record(txn, claim_next)
 
@@ -720,6 +725,22 @@ class TaskService:
                 self._notifier.poke_query(key)
             else:
                 self._notifier.poke_run(key)
+
+
+def _timeout_kind(task: Task, failure: FailureReport) -> str | None:
+    """Which activity timeout a sandbox deadline kill was, if the task has one.
+
+    Workers run an activity with a task deadline under exactly that deadline (the sooner of
+    start-to-close and schedule-to-close), so the kill is that timeout, reported as the sweep
+    would have reported it.
+    """
+    if task.kind is not TaskKind.ACTIVITY or failure.reason != FailureReason.DEADLINE:
+        return None
+    if task.close_by is not None and (
+        task.attempt_deadline is None or task.close_by <= task.attempt_deadline
+    ):
+        return "schedule_to_close"
+    return "start_to_close" if task.attempt_deadline is not None else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -392,9 +392,11 @@ class Worker:
         limits = self.settings.activity_limits
         now = self._clock.now()
         if task.deadline is not None:
-            # The attempt's own start-to-close / schedule-to-close deadline, if sooner.
+            # The attempt's own start-to-close / schedule-to-close deadline replaces the worker's
+            # default: the workflow's author chose it (a 10-minute charge is not cut at 60 s),
+            # and the server reports the kill as that timeout.
             own = max((task.deadline - now).total_seconds(), 0.001)
-            limits = replace(limits, deadline_s=min(limits.deadline_s, own))
+            limits = replace(limits, deadline_s=own)
         report = run_activity(
             self._sandbox,
             ActivityAttempt(

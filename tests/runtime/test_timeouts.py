@@ -240,3 +240,14 @@ def test_timeouts_longer_than_a_32_bit_millisecond_count_are_kept(
     _pay(srv, sandbox, {"start_to_close_ms": int(month.total_seconds() * 1000)})
     task = srv.client.poll_task(worker_id="w", wait_s=1)
     assert task is not None and task.deadline == srv.clock.now() + month
+
+
+def test_a_sandbox_deadline_kill_under_the_task_s_own_deadline_is_its_timeout(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    run = _pay(srv, sandbox, {"start_to_close_ms": 1000, "retry": {"max_attempts": 1}})
+    task = srv.client.poll_task(worker_id="w", wait_s=1)
+    assert task is not None and task.deadline is not None
+    report = FailureReport(reason="deadline", message="the activation ran past its deadline")
+    srv.client.fail_task(task, report, worker_id="w")
+    assert _timed_out(srv, run)["timeout"] == "start_to_close"
