@@ -27,7 +27,8 @@
  *     amber_envelope.h  plumbing shared by workflow and activity exports
  *     amber_workflow.h  workflow context, replay, await / await_any, cancellation, publish,
  *                       outcomes (complete, fail, cancelled, continue_as_new)
- *     amber_commands.h  activities and their options, timers, signals, children, now, random
+ *     amber_commands.h  activities and their options, timers, signals, children, now, random,
+ *                       patch markers (amber_patched)
  *     amber_activity.h  activity context, heartbeats, cancellation, outcomes, sleep
  *     amber_http.h      HTTP requests from activities
  *

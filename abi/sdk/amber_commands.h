@@ -1,6 +1,6 @@
 /*
  * amber_commands.h — the commands a workflow issues: activities (with options), timers,
- * signals, child workflows, and the recorded `now` and `random`.
+ * signals, child workflows, the recorded `now` and `random`, and patch markers.
  * Part of the C guest SDK; include "amber.h", not this file.
  *
  * Issuing a command never calls the host: it appends to the command list the activation hands
@@ -233,6 +233,40 @@ AMBER__FN void amber_random(amber_wf *wf, uint8_t *out, uint32_t len) {
         amber__host_random(AMBER__PTR(out), (int32_t)len);
     }
     wf->cmds[i].payload = amber_bytes_copy(amber_bytes_of(out, len));
+}
+
+/* ---- patch markers ----------------------------------------------------------------------- */
+
+/*
+ * Whether this run takes the new path of the code change change_id. Use it to change what a
+ * workflow does without breaking runs that started on the old code:
+ *
+ *     if (amber_patched(wf, "add-audit")) amber_call_activity(wf, "audit_log", args);
+ *
+ * At the next command index i (abi/README.md, "Patch markers"):
+ *   1. history recorded a `patched` marker with this change id at i: consumes it, true;
+ *   2. else, if i < the input's `recorded` (history holds another command at i: the run
+ *      started on code without the patch): false, and nothing is issued;
+ *   3. else (new ground): issues ["patched", change_id], true.
+ * A host that does not send `recorded` (one that predates patch markers) makes rule 2 never
+ * apply: every call on new ground issues a marker, which such a host refuses.
+ * Call it once per change id and keep the answer: each call is a position of its own, so a
+ * second call can answer differently on a history written by other code. Keep the call in the
+ * code while runs that recorded its marker are open: removing it is non-determinism at that
+ * position (recorded `patched`, issued something else).
+ */
+AMBER__FN bool amber_patched(amber_wf *wf, const char *change_id) {
+    amber_bytes id = amber_str(change_id);
+    uint32_t i = wf->ncmds;
+    const amber__slot *s = amber__wf_slot(wf, i);
+    amber_bytes marker;
+    amber_reader r = amber_reader_new(s ? s->value : amber_bytes_of(NULL, 0));
+    bool marked = s && s->status == 0 && amber_read_str(&r, &marker) && amber_bytes_eq(marker, id);
+    if (!marked && i < wf->recorded) return false;
+    amber__wf_push(wf, AMBER__CMD_PATCHED);
+    wf->cmds[i].name = amber_bytes_copy(id);
+    if (marked) amber__wf_consumed(wf, i);
+    return true;
 }
 
 #endif /* AMBER_COMMANDS_H */

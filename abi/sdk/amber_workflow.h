@@ -6,6 +6,7 @@
  *
  * Handles: every command gets the next command index (0, 1, 2, ...), and that index is its
  * handle. A command's result is the entry of the input's `results` whose `cmd` is the index.
+ * The input's `recorded` says how many commands history holds: indices below it replay.
  *
  * Delivery seq: the `seq` of a command's result in the input envelope, i.e. the history
  * position at which the host recorded it. It is a property of the history alone, so every
@@ -49,7 +50,7 @@ static inline bool amber_is_cancelled(amber_result r) { return amber_result_is(r
 /* Command kinds (amber__shapes below says how each is written). */
 enum {
     AMBER__CMD_ACTIVITY, AMBER__CMD_NOW, AMBER__CMD_RANDOM, AMBER__CMD_TIMER,
-    AMBER__CMD_CANCEL_TIMER, AMBER__CMD_SIGNAL, AMBER__CMD_CHILD,
+    AMBER__CMD_CANCEL_TIMER, AMBER__CMD_SIGNAL, AMBER__CMD_CHILD, AMBER__CMD_PATCHED,
 };
 /* The kinds amber_await accepts: the ones whose result is a value the workflow waits for. */
 #define AMBER__AWAITABLE                                                                      \
@@ -58,7 +59,7 @@ enum {
 
 typedef struct amber__command {
     uint8_t kind;
-    amber_bytes name;    /* activity name, signal name, child workflow type */
+    amber_bytes name;    /* activity name, signal name, child workflow type, change id */
     amber_bytes id;      /* child workflow id */
     amber_bytes payload; /* activity args, random bytes, child input */
     amber_bytes options; /* encoded options map (activity: empty when none; child: always) */
@@ -75,6 +76,8 @@ typedef struct amber_wf {
     amber_bytes run_id, workflow, input, query;
     amber__slot *slots; /* recorded results indexed by command index */
     uint32_t nslots;
+    uint32_t recorded;  /* commands history records; 0 when the host did not say */
+    bool has_recorded;  /* the input carried `recorded` (hosts before patch markers omit it) */
     int64_t newest_seq; /* highest seq among the results and the cancel request; -1: none */
     bool caught_up;     /* the workflow consumed the newest_seq entry (see amber_is_replaying) */
     bool cancel_requested, cancel_delivered;
@@ -169,6 +172,12 @@ AMBER__FN void amber__wf_begin(amber_wf *wf, int32_t ptr, int32_t len) {
         } else if (amber_bytes_eq_str(key, "results")) {
             amber__wf_results(wf, &r);
             have_results = true;
+        } else if (amber_bytes_eq_str(key, "recorded")) {
+            int64_t recorded;
+            if (!amber_read_int(&r, &recorded) || recorded < 0 || recorded > (1 << 24))
+                __builtin_trap();
+            wf->recorded = (uint32_t)recorded;
+            wf->has_recorded = true;
         } else if (amber_bytes_eq_str(key, "cancel")) {
             amber__wf_cancel(wf, &r);
         } else if (amber_bytes_eq_str(key, "query")) {
@@ -178,6 +187,8 @@ AMBER__FN void amber__wf_begin(amber_wf *wf, int32_t ptr, int32_t len) {
         }
     }
     if (r.error || !have_input || !have_results) __builtin_trap();
+    /* A result for a command history does not record: the host's bug. */
+    if (wf->has_recorded && wf->nslots > wf->recorded) __builtin_trap();
 }
 
 /* ---- replay state ------------------------------------------------------------------------ */
@@ -193,18 +204,29 @@ static inline void amber__wf_consumed(amber_wf *wf, uint32_t i) {
 }
 
 /*
- * True while the workflow has not yet consumed the newest entry of its history: the result with
- * the highest seq (consumed by awaiting it, or by amber_now / amber_random reading it) or the
- * cancel request when that is newer (consumed by its delivery). Until then the code is
- * re-running a stretch an earlier activation already ran, so side effects such as logging are
- * skipped. A fresh run (no results) is never replaying. Known limits: a workflow that never
- * consumes the newest result (a fire-and-forget activity, the TimerCancelled result of a timer
- * it cancelled, the loser of an amber_await_any) stays "replaying" to the end of the activation,
- * and when several results arrive between two activations the code between the older ones counts
- * as replaying, so its log lines are lost. Use it for logging and metrics only, never to decide
- * which commands to issue, and never to skip amber_publish.
+ * True while the code runs a stretch an earlier activation already ran, so side effects such as
+ * logging are skipped. With the input's `recorded` count (hosts that speak patch markers send
+ * it), at any point in the code:
+ *   - fewer than `recorded` commands issued so far: replaying (an earlier activation issued the
+ *     next recorded command, so it ran this code);
+ *   - more than `recorded` issued: not replaying (the code has issued a command history does not
+ *     hold yet, so no earlier activation got here);
+ *   - exactly `recorded` issued: replaying until the workflow consumes the newest entry of its
+ *     history — the result with the highest seq (consumed by awaiting it, or by amber_now /
+ *     amber_random / amber_patched reading it) or the cancel request when that is newer
+ *     (consumed by its delivery). A history with no entries is not replaying here.
+ * Without `recorded` (an older host) only the last rule applies, to the whole activation: a
+ * workflow that never consumes the newest result (a fire-and-forget activity, the loser of an
+ * amber_await_any) then stays "replaying" to the end, and code that re-runs after the newest
+ * result was consumed but before the last recorded command counts as new.
+ * Remaining limit: between the last recorded command and the next new one, the newest result
+ * may be one the code never consumes (it counts as replaying there), and when several results
+ * arrive between two activations the code between the older ones counts as replaying, so its
+ * log lines are lost. Use it for logging and metrics only, never to decide which commands to
+ * issue, and never to skip amber_publish.
  */
 static inline bool amber_is_replaying(const amber_wf *wf) {
+    if (wf->has_recorded && wf->ncmds != wf->recorded) return wf->ncmds < wf->recorded;
     return wf->newest_seq >= 0 && !wf->caught_up;
 }
 
@@ -241,6 +263,7 @@ static const struct amber__shape {
     [AMBER__CMD_SIGNAL] = {"signal", AMBER__F_NAME},
     [AMBER__CMD_CHILD] = {"child", AMBER__F_NAME | AMBER__F_ID | AMBER__F_PAYLOAD |
                                        AMBER__F_OPTIONS},
+    [AMBER__CMD_PATCHED] = {"patched", AMBER__F_NAME},
 };
 
 /* One command as the array the ABI defines: [tag, name?, id?, payload?, number?, options?]. */

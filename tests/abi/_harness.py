@@ -4,6 +4,8 @@ Not the real sandbox: no deadlines (the epoch never ticks), just fuel and a memo
 misbehaving guest cannot hang a test. `await_results` raises `Suspended`, as the real host does.
 `publish` and `heartbeat` are recorded; whether the run asked an activity to stop is set per call
 (`cancel_requested`), and so is the HTTP response envelope `http_request` hands over (`http`).
+`Run` keeps one run's history the way the host does, activation by activation, and checks each
+activation's commands against it as the host's non-determinism check does.
 """
 
 from __future__ import annotations
@@ -84,12 +86,17 @@ def wf_envelope(
     payload: Any,
     results: list[list[Any]] | None = None,
     *,
+    recorded: int | None = None,
     cancel: tuple[int, str] | None = None,
     query: str | None = None,
 ) -> bytes:
+    """`recorded` (how many commands history holds) is left out when None, as a host from
+    before patch markers leaves it out."""
     input_ = msgpack.packb(payload)
     envelope = {"abi": 1, "run_id": "run-1", "workflow": workflow, "input": input_}
     envelope |= {"results": results or []}
+    if recorded is not None:
+        envelope["recorded"] = recorded
     if cancel is not None:
         envelope["cancel"] = list(cancel)
     if query is not None:
@@ -218,3 +225,97 @@ class Guest:
         if out_ptr + out_len <= mem.data_len(store):
             call.raw = bytes(mem.read(store, out_ptr, out_ptr + out_len))
         return call
+
+
+def first_divergence(recorded: list[list[Any]], issued: list[list[Any]]) -> int | None:
+    """The first position where issued commands differ from recorded ones, as the host checks
+    it: commands beyond the history are new. Only the overlap is compared."""
+    pairs = zip(recorded, issued, strict=False)
+    return next((i for i, (r, c) in enumerate(pairs) if r != c), None)
+
+
+class NonDeterminism(AssertionError):
+    """An activation issued a command that differs from history (the host fails the run)."""
+
+    def __init__(self, position: int, recorded: list[Any], issued: list[Any]) -> None:
+        super().__init__(f"position {position}: recorded {recorded!r}, issued {issued!r}")
+        self.position, self.recorded, self.issued = position, recorded, issued
+
+
+class Run:
+    """One run driven the way the host drives it: every activation replays the results (and the
+    cancel request) recorded so far, with `recorded` = the number of commands in history; its
+    new commands are appended, and each new command, result or cancel request takes the next
+    history position (its `seq`). `now`, `random`, `patched` and `cancel_timer` get their
+    results at once. Assign `guest` to replay the same history on other code (a migration)."""
+
+    def __init__(self, guest: Guest, workflow: str, payload: Any) -> None:
+        self.guest, self.workflow, self.payload = guest, workflow, payload
+        self.commands: list[list[Any]] = []
+        self.results: list[list[Any]] = []
+        self.cancel: tuple[int, str] | None = None
+        self.position = 0
+
+    def _seq(self) -> int:
+        self.position += 1
+        return self.position - 1
+
+    def activate(self, *, query: str | None = None) -> Call:
+        """Raises `NonDeterminism` when the commands diverge from history, as the host does."""
+        envelope = wf_envelope(
+            self.workflow,
+            self.payload,
+            self.results,
+            recorded=len(self.commands),
+            cancel=self.cancel,
+            query=query,
+        )
+        call = self.guest.call(f"amber_workflow.{self.workflow}", envelope)
+        commands = call.output["commands"]
+        position = first_divergence(self.commands, commands)
+        if position is not None:
+            raise NonDeterminism(position, self.commands[position], commands[position])
+        if query is not None:  # a query appends nothing
+            return call
+        for command in commands[len(self.commands) :]:
+            index = len(self.commands)
+            self.commands.append(command)
+            self._seq()
+            if command[0] in ("now", "random", "patched"):  # the value is the result
+                self.record(index, command[1])
+            elif command[0] == "cancel_timer":  # recorded at once; the timer's result follows
+                self.record(index, None)
+                if command[1] not in self.resolved():
+                    self.record(command[1], ["TimerCancelled", "cancelled"], status=1)
+        return call
+
+    def resolved(self) -> set[int]:
+        return {result[0] for result in self.results}
+
+    def pending(self, kind: str) -> list[int]:
+        done = self.resolved()
+        return [i for i, c in enumerate(self.commands) if c[0] == kind and i not in done]
+
+    def record(self, cmd: int, value: Any, *, status: int = 0) -> None:
+        self.results.append([cmd, self._seq(), status, value])
+
+    def send_signal(self, name: str, payload: Any) -> None:
+        index = next(i for i in self.pending("signal") if self.commands[i][1] == name)
+        self.record(index, msgpack.packb(payload))
+
+    def fire_timer(self) -> None:
+        [index] = self.pending("timer")
+        self.record(index, None)
+
+    def request_cancel(self, reason: str) -> None:
+        self.cancel = (self._seq(), reason)
+
+    def run_activities(self) -> None:
+        """Runs every pending activity (on the current `guest`) and records its outcome."""
+        for index in self.pending("activity"):
+            _, name, args = self.commands[index][:3]
+            out = self.guest.call(f"amber_activity.{name}", act_envelope(name, args)).output
+            if out["status"] == "completed":
+                self.record(index, out["result"])
+            else:
+                self.record(index, out["error"][:2], status=1)

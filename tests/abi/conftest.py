@@ -1,8 +1,8 @@
 """Fixtures for the guest SDK tests: every built guest wrapped in the minimal test host.
 
-The samples for durable semantics (shipment, payments) and the durable probe are built here, on
-first use, unless the shared `GUEST_SOURCES` lists them already: a guest that fails to build
-fails only its own tests.
+The samples for durable semantics (shipment, payments), the three versions of the rollout sample
+(`rollout_v1`..`rollout_v3`) and the durable probe are built here, on first use, unless the
+shared `GUEST_SOURCES` lists them already: a guest that fails to build fails only its own tests.
 """
 
 from __future__ import annotations
@@ -15,11 +15,18 @@ from tests.abi._harness import Guest
 from tests.conftest import GUEST_SOURCES, ROOT
 from tools._build import BuildResult, build_module
 
-SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
-    "shipment": (ROOT / "abi" / "samples" / "shipment.c", {}),
-    "payments": (ROOT / "abi" / "samples" / "payments.c", {}),
-    "durable_probe": (ROOT / "tests" / "abi" / "durable_probe.c", {}),
-} | GUEST_SOURCES
+SOURCES: dict[str, tuple[Path, dict[str, str]]] = (
+    {
+        "shipment": (ROOT / "abi" / "samples" / "shipment.c", {}),
+        "payments": (ROOT / "abi" / "samples" / "payments.c", {}),
+        "durable_probe": (ROOT / "tests" / "abi" / "durable_probe.c", {}),
+    }
+    | {
+        f"rollout_v{v}": (ROOT / "abi" / "samples" / "rollout.c", {"ROLLOUT_V": str(v)})
+        for v in (1, 2, 3)
+    }
+    | GUEST_SOURCES
+)
 
 __all__ = ["SOURCES"]
 

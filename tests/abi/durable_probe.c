@@ -1,6 +1,7 @@
-/* Durable-semantics probe: every workflow command, await_any, cancellation delivery and the
- * outcomes through a scripted workflow; heartbeats and HTTP through two activities. Built by
- * tests/abi/conftest.py, driven by tests/abi/test_sdk_durable.py. */
+/* Durable-semantics probe: every workflow command, await_any, cancellation delivery, patch
+ * markers and the outcomes through a scripted workflow; heartbeats and HTTP through two
+ * activities. Built by tests/abi/conftest.py, driven by tests/abi/test_sdk_durable.py and
+ * tests/abi/test_patched.py. */
 #include "amber.h"
 
 AMBER_MANIFEST({"abi": 1, "workflows": ["script"], "activities": ["beat", "fetch"],
@@ -18,6 +19,7 @@ AMBER_MANIFEST({"abi": 1, "workflows": ["script"], "activities": ["beat", "fetch
  *   ["any", [handle, ...]]   trace += [index (-1: cancelled), ok, type, message, value]
  *   ["cancel_requested"]     trace += [requested, reason]
  *   ["replaying"]            trace += [amber_is_replaying]
+ *   ["patched", change_id]   trace += [amber_patched]
  *   ["publish", name, value: bin]   ["log", message]
  *   ["cancelled", type|nil, message|nil]   ["continue_as_new", input: bin]
  */
@@ -136,6 +138,10 @@ AMBER_WORKFLOW(script) {
         } else if (amber_bytes_eq_str(op, "replaying")) {
             amber_write_array(&t, 1);
             amber_write_bool(&t, amber_is_replaying(wf));
+            ntrace++;
+        } else if (amber_bytes_eq_str(op, "patched")) {
+            amber_write_array(&t, 1);
+            amber_write_bool(&t, amber_patched(wf, read_cstr(r)));
             ntrace++;
         } else if (amber_bytes_eq_str(op, "publish")) {
             const char *name = read_cstr(r);

@@ -8,7 +8,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from tests.abi._harness import Call, Guest, act_envelope, wf_envelope
+from tests.abi._harness import Guest, Run, act_envelope, wf_envelope
 
 pack = msgpack.packb
 DAY_MS = 86_400_000
@@ -18,72 +18,6 @@ BOOKING_OPTIONS = {
     "retry": {"initial_ms": 2000, "max_attempts": 10, "non_retryable": ["InvalidAddress"]},
 }
 BOOKED = {"status": "in_transit", "booking": "bk-s-1"}
-
-
-class Run:
-    """One run driven the way the host drives it: every activation replays the results (and the
-    cancel request) recorded so far, its new commands are appended to history, and each new
-    command, result or cancel request takes the next history position (its `seq`)."""
-
-    def __init__(self, guest: Guest, workflow: str, payload: Any) -> None:
-        self.guest, self.workflow, self.payload = guest, workflow, payload
-        self.commands: list[list[Any]] = []
-        self.results: list[list[Any]] = []
-        self.cancel: tuple[int, str] | None = None
-        self.position = 0
-
-    def _seq(self) -> int:
-        self.position += 1
-        return self.position - 1
-
-    def activate(self, *, query: str | None = None) -> Call:
-        envelope = wf_envelope(
-            self.workflow, self.payload, self.results, cancel=self.cancel, query=query
-        )
-        call = self.guest.call(f"amber_workflow.{self.workflow}", envelope)
-        commands = call.output["commands"]
-        assert commands[: len(self.commands)] == self.commands, "replay diverged"
-        if query is not None:  # a query appends nothing
-            return call
-        for command in commands[len(self.commands) :]:
-            index = len(self.commands)
-            self.commands.append(command)
-            self._seq()
-            if command[0] == "cancel_timer":  # recorded at once; the timer's result follows
-                self.record(index, None)
-                if command[1] not in self.resolved():
-                    self.record(command[1], ["TimerCancelled", "cancelled"], status=1)
-        return call
-
-    def resolved(self) -> set[int]:
-        return {result[0] for result in self.results}
-
-    def pending(self, kind: str) -> list[int]:
-        done = self.resolved()
-        return [i for i, c in enumerate(self.commands) if c[0] == kind and i not in done]
-
-    def record(self, cmd: int, value: Any, *, status: int = 0) -> None:
-        self.results.append([cmd, self._seq(), status, value])
-
-    def send_signal(self, name: str, payload: Any) -> None:
-        index = next(i for i in self.pending("signal") if self.commands[i][1] == name)
-        self.record(index, pack(payload))
-
-    def fire_timer(self) -> None:
-        [index] = self.pending("timer")
-        self.record(index, None)
-
-    def request_cancel(self, reason: str) -> None:
-        self.cancel = (self._seq(), reason)
-
-    def run_activities(self) -> None:
-        for index in self.pending("activity"):
-            _, name, args = self.commands[index][:3]
-            out = self.guest.call(f"amber_activity.{name}", act_envelope(name, args)).output
-            if out["status"] == "completed":
-                self.record(index, out["result"])
-            else:
-                self.record(index, out["error"][:2], status=1)
 
 
 def activity(name: str, **args: Any) -> list[Any]:
