@@ -96,13 +96,16 @@ static inline amber_bytes amber_wf_input(const amber_wf *wf) { return wf->input;
  * only to skip work, never to change the commands a replay issues. */
 static inline amber_bytes amber_wf_query(const amber_wf *wf) { return wf->query; }
 
-/* Whether cancellation of this run was requested (in this activation's input). No side
- * effect: it does not consume the delivery, which still goes to the first eligible await. */
-static inline bool amber_cancel_requested(const amber_wf *wf) { return wf->cancel_requested; }
+/* Whether this run's cancellation has reached the code: an await returned AMBER_CANCELLED
+ * earlier in this activation. Deterministic: it answers the same at the same point of every
+ * replay. (Whether a request merely exists in the input is not: a replay that runs after the
+ * request was recorded would see it at points where the original run did not, and branch
+ * differently. So the SDK does not expose that.) No side effect. */
+static inline bool amber_cancel_requested(const amber_wf *wf) { return wf->cancel_delivered; }
 
-/* The reason given with the cancellation request ("" when none was requested). */
+/* The reason given with the cancellation, once amber_cancel_requested is true ("" before). */
 static inline const char *amber_cancel_reason(const amber_wf *wf) {
-    return wf->cancel_requested ? wf->cancel_reason : "";
+    return wf->cancel_delivered ? wf->cancel_reason : "";
 }
 
 /* ---- reading the input envelope ---------------------------------------------------------- */

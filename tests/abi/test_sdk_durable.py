@@ -239,15 +239,22 @@ def test_await_any_and_cancellation(
     assert call.result == expected
 
 
-def test_cancel_requested_has_no_side_effect(probe: Guest) -> None:
+def test_cancel_requested_is_true_once_the_cancellation_was_delivered(probe: Guest) -> None:
     steps = [["cancel_requested"], ["sleep", 5], ["cancel_requested"]]
     assert script(probe, steps).suspended
     assert script(probe, steps, cancel=(1, "bye")).result == [
-        [True, "bye"],
+        [False, ""],
         cancelled(0, "bye"),
         [True, "bye"],
     ]
     assert script(probe, steps, [ok(0, 1)]).result == [[False, ""], trace_entry(0), [False, ""]]
+
+
+def test_cancel_requested_answers_the_same_on_a_replay_after_the_request(probe: Guest) -> None:
+    steps = [["cancel_requested"], ["sleep", 5], ["cancel_requested"]]
+    before = script(probe, steps, [ok(0, 1)]).result
+    after = script(probe, steps, [ok(0, 1)], cancel=(10, "later")).result
+    assert after == before == [[False, ""], trace_entry(0), [False, ""]]
 
 
 def test_a_cancelled_sleep_lets_compensation_run(probe: Guest) -> None:
