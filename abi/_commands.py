@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import InvalidInput
+from ._manifest import NAME
 
 MAX_TIMER_MS = 100 * 365 * 24 * 3600 * 1000
+MAX_ID_LENGTH = 256
+"""Workflow ids, signal names and patch change ids: the same bound the API applies."""
 """A century: longer timers are refused as malformed."""
 
 
@@ -195,6 +198,22 @@ def _str(value: Any, where: str, what: str) -> str:
     return value
 
 
+def _id(value: Any, where: str, what: str) -> str:
+    """An identifier a person will read and type: a workflow id, signal name or change id."""
+    text = _str(value, where, what)
+    if not text or len(text) > MAX_ID_LENGTH or not text.isprintable():
+        raise MalformedEnvelope(f"{where}: {what} must be 1-{MAX_ID_LENGTH} printable characters")
+    return text
+
+
+def _name(value: Any, where: str, what: str) -> str:
+    """A name declared in a manifest (workflow type, activity)."""
+    text = _str(value, where, what)
+    if not NAME.fullmatch(text):
+        raise MalformedEnvelope(f"{where}: {what} {text[:140]!r} is not a valid name")
+    return text
+
+
 def _activity(value: list[Any], where: str) -> Command:
     if len(value) not in (3, 4) or not isinstance(value[2], bytes):
         raise MalformedEnvelope(f"{where}: expected ['activity', name, args(, options)]")
@@ -232,7 +251,7 @@ def _cancel_timer(value: list[Any], where: str) -> Command:
 def _signal(value: list[Any], where: str) -> Command:
     if len(value) != 2:
         raise MalformedEnvelope(f"{where}: expected ['signal', name]")
-    return AwaitSignal(name=_str(value[1], where, "signal name"))
+    return AwaitSignal(name=_id(value[1], where, "signal name"))
 
 
 def _child(value: list[Any], where: str) -> Command:
@@ -246,8 +265,8 @@ def _child(value: list[Any], where: str) -> Command:
         )
     version = options.get("version", "")
     return StartChild(
-        workflow_type=_str(value[1], where, "workflow type"),
-        workflow_id=_str(value[2], where, "workflow id"),
+        workflow_type=_name(value[1], where, "workflow type"),
+        workflow_id=_id(value[2], where, "workflow id"),
         input=value[3],
         parent_close_policy=policy,
         version=_str(version, where, "version"),
@@ -257,7 +276,7 @@ def _child(value: list[Any], where: str) -> Command:
 def _patched(value: list[Any], where: str) -> Command:
     if len(value) != 2:
         raise MalformedEnvelope(f"{where}: expected ['patched', change_id]")
-    change_id = _str(value[1], where, "change id")
+    change_id = _id(value[1], where, "change id")
     if not 1 <= len(change_id) <= 128:
         raise MalformedEnvelope(f"{where}: a change id has 1 to 128 characters")
     return Patched(change_id=change_id)

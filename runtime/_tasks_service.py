@@ -24,6 +24,7 @@ from abi import (
     ErrorInfo,
     InvalidInput,
     ScheduleActivity,
+    StartChild,
     WorkflowStatus,
     parse_activity_options,
 )
@@ -331,6 +332,11 @@ class TaskService:
                         f"activity {command.name!r} arguments are {len(command.args)} bytes;"
                         f" the limit is {limit}"
                     )
+            if isinstance(command, StartChild) and len(command.input) > limit:
+                raise PayloadTooLarge(
+                    f"child {command.workflow_id!r} input is {len(command.input)} bytes;"
+                    f" the limit is {limit}"
+                )
         if result is not None and len(result) > limit:
             raise PayloadTooLarge(f"workflow result is {len(result)} bytes; the limit is {limit}")
 
