@@ -12,6 +12,7 @@ only when its queue has run dry.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -59,6 +60,10 @@ class WorkerSettings:
     activity_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=60.0))
 
 
+GUEST_HEARTBEAT_INTERVAL_S = 1.0
+"""At most one activity heartbeat RPC per task this often (Temporal throttles likewise)."""
+
+
 class _Heartbeat(threading.Thread):
     """Keeps the current task's lease alive while its activation runs (one thread per worker)."""
 
@@ -74,6 +79,9 @@ class _Heartbeat(threading.Thread):
         self._due = 0.0
         self._interval = 0.0
         self._stopped = False
+        self._pending: bytes | None = None
+        """Details of a guest heartbeat held back by the throttle, sent with the next beat."""
+        self._last_guest_beat = -math.inf
 
     def track(self, task: LeasedTask) -> None:
         remaining = (task.lease_expires_at - self._clock.now()).total_seconds()
@@ -83,7 +91,30 @@ class _Heartbeat(threading.Thread):
             self.cancel_requested = task.cancel_requested
             self._interval = max(remaining / 3, 0.05)
             self._due = time.monotonic() + self._interval
+            self._pending = None
+            self._last_guest_beat = -math.inf
             self._cond.notify()
+
+    def guest_beat(self, task: LeasedTask, details: bytes) -> bool:
+        """An activity's own heartbeat; returns whether cancellation was requested.
+
+        Throttled to one RPC per `GUEST_HEARTBEAT_INTERVAL_S`: a guest that heartbeats in a
+        tight loop must not flood the server. A beat inside the interval is held and its
+        details go out with the next one (at most an interval later); only the latest is kept.
+        """
+        with self._cond:
+            now = time.monotonic()
+            next_allowed = self._last_guest_beat + GUEST_HEARTBEAT_INTERVAL_S
+            if self._task is task and now < next_allowed:
+                self._pending = details
+                self._due = min(self._due, next_allowed)
+                self._cond.notify()
+                return self.cancel_requested
+            self._last_guest_beat = now
+            self._pending = None
+        ack = self._client.heartbeat(task, worker_id=self._worker_id, details=details)
+        self.note(task, ack)
+        return self.cancel_requested
 
     def untrack(self, task: LeasedTask | None = None) -> None:
         """Stop renewing `task` (default: whatever is tracked)."""
@@ -113,9 +144,12 @@ class _Heartbeat(threading.Thread):
                     return
                 task = self._task
                 self._due = time.monotonic() + self._interval
+                details, self._pending = self._pending, None
+                if details is not None:
+                    self._last_guest_beat = time.monotonic()
             assert task is not None
             try:
-                ack = self._client.heartbeat(task, worker_id=self._worker_id)
+                ack = self._client.heartbeat(task, worker_id=self._worker_id, details=details)
                 self.note(task, ack)
             except LeaseLost:
                 _log.warning("task %d: lease lost while running", task.task_id)
@@ -376,15 +410,10 @@ class Worker:
         )
 
     def _activity_host(self, task: LeasedTask) -> ActivityHost:
-        def heartbeat(details: bytes) -> bool:
-            ack = self._client.heartbeat(task, worker_id=self.settings.worker_id, details=details)
-            self._heartbeat.note(task, ack)
-            return self._heartbeat.cancel_requested
-
         return ActivityHost(
             idempotency_key=task.idempotency_key,
             http=self._sandbox.http_policy(task.digest),
-            heartbeat=heartbeat,
+            heartbeat=lambda details: self._heartbeat.guest_beat(task, details),
             cancel_requested=lambda: self._heartbeat.cancel_requested,
         )
 
