@@ -15,6 +15,7 @@ This package also holds the root of Amber's error tree, being the bottom of the 
 """
 
 from ._commands import (
+    MAX_TIMER_MS,
     PARENT_CLOSE_POLICIES,
     ActivityOptions,
     AwaitSignal,
@@ -85,6 +86,7 @@ __all__ = [
     "MANIFEST_SECTION",
     "MAX_ENVELOPE_BYTES",
     "MAX_RANDOM_BYTES",
+    "MAX_TIMER_MS",
     "MEMORY_EXPORT",
     "NAME",
     "PARENT_CLOSE_POLICIES",

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from psycopg import errors as pgerrors
 
-from abi import Conflict, InvalidInput, RetryableError
+from abi import MAX_TIMER_MS, Conflict, InvalidInput, RetryableError
 from history import (
     TASKS_CHANNEL,
     Cursor,
@@ -54,6 +54,7 @@ from ._settings import EngineSettings
 
 DEFAULT_TENANT = "default"
 MAX_ID_LENGTH = 256
+MAX_REASON_LENGTH = 4096
 _RUN_RECHECK_S = 5.0
 """A waiter re-reads its run this often even without a notification."""
 MAX_HISTORY_PAGE = 10_000
@@ -133,6 +134,14 @@ class QueryAnswerValue:
     ended: str
 
 
+def _check_note(reason: str, by: str) -> None:
+    """Operator notes (reason, operator) go into history and the audit log: bounded."""
+    if len(reason) > MAX_REASON_LENGTH:
+        raise InvalidInput(f"reason is {len(reason)} characters; the limit is {MAX_REASON_LENGTH}")
+    if len(by) > MAX_ID_LENGTH:
+        raise InvalidInput(f"operator is {len(by)} characters; the limit is {MAX_ID_LENGTH}")
+
+
 def _check_name(label: str, value: str) -> None:
     if not value or len(value) > MAX_ID_LENGTH or not value.isprintable():
         raise InvalidInput(f"{label} must be 1–{MAX_ID_LENGTH} printable characters")
@@ -165,8 +174,8 @@ class RunService:
         self._check_payload("input", request.input)
         if request.signal is not None:
             self._check_signal(request.signal)
-        if request.execution_timeout_ms < 0:
-            raise InvalidInput("execution timeout must not be negative")
+        if not 0 <= request.execution_timeout_ms <= MAX_TIMER_MS:
+            raise InvalidInput(f"execution timeout must be between 0 and {MAX_TIMER_MS} ms")
         spec = RunSpec(
             tenant=request.tenant,
             workflow_id="",
@@ -182,7 +191,12 @@ class RunService:
             existing = get_run_by_workflow_id_txn(cur, request.tenant, workflow_id)
             if existing is not None:
                 first = get_run_by_workflow_id_txn(cur, request.tenant, workflow_id, first=True)
-                if request.signal is not None and not existing.status.closed:
+                if request.signal is not None:
+                    if existing.status.closed:  # ids are never reused: nothing to start
+                        raise RunClosed(
+                            f"workflow id {workflow_id!r}: run {existing.run_id} is"
+                            f" {existing.status.value}; it takes no signals"
+                        )
                     wakes = self._signal_txn(cur, existing, request.signal)[1]
                     return StartResult(run=existing, already_started=True, signalled=True), wakes
                 self._same_start(first or existing, request)
@@ -298,6 +312,8 @@ class RunService:
         The workflow sees it at its next await and may compensate before it closes.
         """
 
+        _check_note(reason, by)
+
         def txn(cur: Cursor) -> tuple[bool, list[Wake]]:
             run = _find_txn(cur, ref, tenant, for_update=True)
             if run.status.closed:
@@ -311,6 +327,8 @@ class RunService:
 
     def terminate(self, ref: str, *, reason: str, by: str, tenant: str = DEFAULT_TENANT) -> Run:
         """Close a run at once, recording who and why (no workflow code runs)."""
+
+        _check_note(reason, by)
 
         def txn(cur: Cursor) -> tuple[Run, list[Wake]]:
             run = _find_txn(cur, ref, tenant, for_update=True)
@@ -330,6 +348,8 @@ class RunService:
     ) -> Run:
         """Start a new run that replays this run's history up to event `to_event` and goes on
         from there. The old run is terminated if still open; both are linked by events."""
+
+        _check_note(reason, by)
 
         def txn(cur: Cursor) -> tuple[Run, list[Wake]]:
             old = _find_txn(cur, ref, tenant, for_update=True)

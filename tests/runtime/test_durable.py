@@ -207,6 +207,10 @@ def test_signal_with_start_starts_once_then_signals(srv: InProcessServer, sandbo
     assert _types(srv, "sws").count(EventType.SIGNAL_RECEIVED) == 2
     settle(make_worker(srv.client, sandbox, clock=srv.clock))
     assert decode(srv.client.result("sws").result)["signed_by"] == "Bo"
+    with pytest.raises(RunClosed):  # the id is never reused, so nothing would get the signal
+        srv.client.start_run(
+            "shipment", SHIPMENT, workflow_id="sws", signal="delivered", signal_payload={}
+        )
 
 
 def test_continue_as_new_chains_runs_under_one_workflow_id(
@@ -519,3 +523,16 @@ def test_reset_after_a_cancellation_request_does_not_restart_open_activities(
     assert all(t.kind.value != "activity" for t in srv.client.describe(new.run_id).tasks)
     settle(make_worker(srv.client, sandbox, clock=srv.clock))
     assert srv.client.result(new.run_id).status is RunStatus.CANCELLED
+
+
+def test_operator_notes_and_timeouts_are_bounded(srv: InProcessServer) -> None:
+    from abi import InvalidInput
+
+    run = srv.client.start_run("sleeper", {"ms": 1000}).run.run_id
+    with pytest.raises(InvalidInput, match="reason is 5000 characters"):
+        srv.client.cancel(run, reason="x" * 5000)
+    with pytest.raises(InvalidInput, match="operator is 300 characters"):
+        srv.client.terminate(run, reason="r", operator="o" * 300)
+    with pytest.raises(InvalidInput, match="execution timeout must be between"):
+        srv.client.start_run("sleeper", {"ms": 1}, execution_timeout_s=1e12)
+    assert srv.client.result(run).status is RunStatus.RUNNING  # the refusals changed nothing
