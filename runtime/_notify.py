@@ -13,7 +13,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from history import QUERIES_CHANNEL, RUNS_CHANNEL, TASKS_CHANNEL, Database
@@ -123,6 +123,17 @@ class Notifier:
 
     def poke_query(self, task_id: str) -> None:
         self._poke("query:" + task_id)
+
+    def poke(self, wakes: Iterable[tuple[str, str]]) -> None:
+        """Wake the waiters of what a committed transaction changed: (channel, key) pairs as
+        the engine's `*_txn` functions return them. Duplicates wake once."""
+        for channel, key in dict.fromkeys(wakes):
+            if channel == TASKS_CHANNEL:
+                self.poke_tasks(key)
+            elif channel == QUERIES_CHANNEL:
+                self.poke_query(key)
+            else:
+                self.poke_run(key)
 
     def _wake_all(self) -> None:
         with self._lock:

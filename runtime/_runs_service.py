@@ -470,13 +470,8 @@ class RunService:
                 watch.wait(seen, min(remaining, _RUN_RECHECK_S))
 
     def _poke(self, wakes: Sequence[Wake]) -> None:
-        if self._notifier is None:
-            return
-        for channel, key in wakes:
-            if channel == TASKS_CHANNEL:
-                self._notifier.poke_tasks(key)
-            else:
-                self._notifier.poke_run(key)
+        if self._notifier is not None:
+            self._notifier.poke(wakes)
 
 
 def _drop_query_txn(cur: Cursor, task_id: int) -> None:

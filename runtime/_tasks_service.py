@@ -722,15 +722,8 @@ class TaskService:
         return self._life.deliver_txn(cur, attempt.run, event)
 
     def _poke(self, wakes: Sequence[Wake]) -> None:
-        if self._notifier is None:
-            return
-        for channel, key in wakes:
-            if channel == TASKS_CHANNEL:
-                self._notifier.poke_tasks(key)
-            elif channel == QUERIES_CHANNEL:
-                self._notifier.poke_query(key)
-            else:
-                self._notifier.poke_run(key)
+        if self._notifier is not None:
+            self._notifier.poke(wakes)
 
 
 def _timeout_kind(task: Task, failure: FailureReport) -> str | None:

@@ -11,7 +11,6 @@ import functools
 from collections.abc import Sequence
 
 from history import (
-    TASKS_CHANNEL,
     Cursor,
     Database,
     Discarded,
@@ -106,10 +105,5 @@ class TimerService:
         return self._life.deliver_txn(cur, run, event)
 
     def _poke(self, wakes: Sequence[Wake]) -> None:
-        if self._notifier is None:
-            return
-        for channel, key in wakes:
-            if channel == TASKS_CHANNEL:
-                self._notifier.poke_tasks(key)
-            else:
-                self._notifier.poke_run(key)
+        if self._notifier is not None:
+            self._notifier.poke(wakes)

@@ -40,7 +40,9 @@ class _SlowLosingClient:
         self.sent: list[int] = []
         self.release = threading.Event()
 
-    def heartbeat(self, task: LeasedTask, *, worker_id: str) -> HeartbeatAck:
+    def heartbeat(
+        self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
+    ) -> HeartbeatAck:
         self.sent.append(task.task_id)
         if task is self.a:
             self.release.wait(5)
