@@ -34,6 +34,7 @@ from ._faults import (
 from ._host import ActivationKind, ActivityHost
 from ._http import HttpPolicy, check_capabilities, http_policy
 from ._lifecycle import Lifecycle, NewCommand, RunSpec
+from ._migration import RunCheck
 from ._projection import Projection, project
 from ._replay import (
     ActivationStats,
@@ -115,6 +116,7 @@ __all__ = [
     "RawOutput",
     "RemoteError",
     "RetryPolicy",
+    "RunCheck",
     "RunClosed",
     "RunDescription",
     "RunService",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 import msgpack
 
@@ -438,6 +439,10 @@ def workflow_completion_to_pb(done: WorkflowCompletion) -> pb.WorkflowCompletion
         result=done.result or b"",
         error=error_to_pb(done.error),
         reactivate=done.reactivate,
+        migrate_to=done.migrate_to,
+        upgrade_failed=b""
+        if done.upgrade_failed is None
+        else msgpack.packb(done.upgrade_failed, use_bin_type=True),
     )
 
 
@@ -457,7 +462,21 @@ def workflow_completion_from_pb(msg: pb.WorkflowCompletion) -> WorkflowCompletio
         else None,
         error=error_from_pb(msg.error) if msg.HasField("error") else None,
         reactivate=msg.reactivate,
+        migrate_to=msg.migrate_to,
+        upgrade_failed=_upgrade_failed(msg.upgrade_failed),
     )
+
+
+def _upgrade_failed(raw: bytes) -> dict[str, Any] | None:
+    if not raw:
+        return None
+    try:
+        detail = msgpack.unpackb(raw, raw=False)
+    except Exception as exc:
+        raise InvalidInput(f"upgrade_failed is not msgpack: {exc}") from None
+    if not isinstance(detail, dict) or not isinstance(detail.get("to"), str):
+        raise InvalidInput("upgrade_failed must be a map naming the version it tried ('to')")
+    return detail
 
 
 def activity_completion_to_pb(outcome: ActivityOutcome) -> pb.ActivityCompletion:
@@ -517,6 +536,7 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         heartbeat_details=msg.heartbeat_details if msg.has_heartbeat_details else None,
         deadline=_opt_dt(msg.deadline_ms),
         cancel_requested=msg.cancel_requested,
+        upgrade_to=msg.upgrade_to,
     )
 
 

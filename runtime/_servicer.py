@@ -258,6 +258,7 @@ class AmberServicer(pb_grpc.AmberServicer):
                 r.auto_upgrade(kind, None, now=now, actor=actor, reason=reason)
             case _:
                 raise InvalidInput(f"unknown rollout action {request.action!r}")
+        self._tasks.forget_upgrade_target(kind)
         return m.rollout_to_pb(self._rollout.status(kind))
 
     @_rpc

@@ -225,6 +225,11 @@ class TaskService:
                     upgrade = target
             return ClaimedTask(task=task, run=run, events=events, upgrade_to=upgrade)
 
+    def forget_upgrade_target(self, workflow_type: str) -> None:
+        """Drop the cached automatic upgrade target of a type (its rollout just changed here;
+        other servers see the change within `_UPGRADE_CACHE_S`)."""
+        self._upgrades.pop(workflow_type, None)
+
     def _upgrade_target(self, cur: Cursor, workflow_type: str) -> str | None:
         """A type's automatic upgrade target, cached for a few seconds (read on every claim)."""
         now = time.monotonic()
@@ -351,6 +356,13 @@ class TaskService:
             return []
         digest, events = task.digest, []
         if done.migrate_to and done.migrate_to != run.digest:
+            # Only to the type's automatic upgrade target, which a passing check gated: a worker
+            # cannot move a run anywhere else.
+            if rollout_of_txn(cur, run.workflow_type).auto_upgrade_to != done.migrate_to:
+                raise InvalidInput(
+                    f"{done.migrate_to[:12]} is not the automatic upgrade target of"
+                    f" {run.workflow_type!r} (it may have just been stopped)"
+                )
             version_for_type_txn(cur, done.migrate_to, run.workflow_type)
             digest = done.migrate_to
             events.append(

@@ -48,12 +48,18 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "payments": (ROOT / "abi" / "samples" / "payments.c", {}),
     "hostile": (ROOT / "tests" / "guests" / "hostile.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
+    **{
+        f"rollout_v{v}": (ROOT / "abi" / "samples" / "rollout.c", {"ROLLOUT_V": str(v)})
+        for v in (1, 2, 3)
+    },
 }
 AMBER_TABLES = (
     "amber_task_failures, amber_tasks, amber_events, amber_runs, amber_workflow_types,"
     " amber_module_workflows, amber_modules, amber_workflow_ids, amber_timers,"
-    " amber_signal_ids, amber_discarded, amber_query_results"
+    " amber_signal_ids, amber_discarded, amber_query_results, amber_audit,"
+    " amber_version_labels, amber_version_stats, amber_version_checks"
 )
+"""Every table but the schema's migration record: each test starts from an empty engine."""
 
 
 def _with_database(url: str, name: str) -> str:

@@ -1,4 +1,4 @@
-"""`amber versions ...` and `amber run ...`: thin clients of the gRPC API."""
+"""`amber run ...`: thin clients of the gRPC API (versions: `_cmd_versions`)."""
 
 from __future__ import annotations
 
@@ -21,50 +21,6 @@ def _parse_input(text: str | None) -> bytes:
         return encode(json.loads(text))
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"--input is not valid JSON: {exc}") from None
-
-
-def versions_upload(client: AmberClient, args: argparse.Namespace) -> int:
-    wasm = Path(args.file).read_bytes()
-    result = client.upload_version(wasm, promote=args.promote)
-    if args.json:
-        out.emit_json({**out.version_json(result.version), "created": result.created})
-        return 0
-    verb = "uploaded" if result.created else "already stored"
-    v = result.version
-    print(f"{verb} {v.digest} ({v.size} bytes)")
-    print(f"workflows   {', '.join(v.manifest.workflows) or '-'}")
-    print(f"activities  {', '.join(v.manifest.activities) or '-'}")
-    print(f"current for {', '.join(v.current_for) or '-'}")
-    return 0
-
-
-def versions_list(client: AmberClient, args: argparse.Namespace) -> int:
-    versions = client.list_versions()
-    if args.json:
-        out.emit_json([out.version_json(v) for v in versions])
-        return 0
-    rows = [
-        [v.digest[:16], str(v.size), v.uploaded_at.strftime("%Y-%m-%d %H:%M:%S"),
-         ",".join(v.manifest.workflows), ",".join(v.current_for) or "-"]
-        for v in versions
-    ]  # fmt: skip
-    print(out.table(rows, ["DIGEST", "BYTES", "UPLOADED", "WORKFLOWS", "CURRENT FOR"]))
-    return 0
-
-
-def versions_show(client: AmberClient, args: argparse.Namespace) -> int:
-    v = client.get_version(args.ref)
-    if args.json:
-        out.emit_json(out.version_json(v))
-        return 0
-    print(f"digest      {v.digest}")
-    print(f"size        {v.size} bytes")
-    print(f"uploaded    {v.uploaded_at.isoformat()}")
-    print(f"abi         {v.manifest.abi}")
-    print(f"workflows   {', '.join(v.manifest.workflows) or '-'}")
-    print(f"activities  {', '.join(v.manifest.activities) or '-'}")
-    print(f"current for {', '.join(v.current_for) or '-'}")
-    return 0
 
 
 def run_start(client: AmberClient, args: argparse.Namespace) -> int:

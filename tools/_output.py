@@ -72,11 +72,18 @@ def event_json(event: Event) -> dict[str, Any]:
 
 
 def version_json(version: ModuleVersion) -> dict[str, Any]:
+    use = version.use
     return {
         "digest": version.digest,
         "size": version.size,
         "uploaded_at": version.uploaded_at.isoformat(),
+        "labels": list(version.labels),
         "current_for": list(version.current_for),
+        "candidate_for": list(version.candidate_for),
+        "retired_at": version.retired_at.isoformat() if version.retired_at else None,
+        "use": None
+        if use is None
+        else {"open_runs": use.running, "closed_runs": use.closed, "tasks": use.tasks},
         "manifest": version.manifest.to_json(),
     }
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from abi import AmberError
 
-from . import _bench, _cmd_client, _cmd_dev, _cmd_processes
+from . import _bench, _cmd_client, _cmd_dev, _cmd_processes, _cmd_versions
 from ._build import BuildError, build_module
 
 SERVER_ENV = "AMBER_SERVER"
@@ -88,22 +88,11 @@ def _parser() -> argparse.ArgumentParser:
     _bench.add_arguments(p)
     p.set_defaults(local=_bench.main)
 
-    versions = sub.add_parser("versions", parents=[common], help="module versions").add_subparsers(
-        dest="versions_command", required=True
-    )
-    p = versions.add_parser("upload", parents=[common], help="validate and store a module")
-    p.add_argument("file")
-    p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
-    p.set_defaults(remote=_cmd_client.versions_upload)
-    p = versions.add_parser("list", parents=[common])
-    p.set_defaults(remote=_cmd_client.versions_list)
-    p = versions.add_parser("show", parents=[common])
-    p.add_argument("ref", help="digest or prefix")
-    p.set_defaults(remote=_cmd_client.versions_show)
+    _add_versions(sub, common)
 
-    run = sub.add_parser("run", parents=[common], help="workflow runs").add_subparsers(
-        dest="run_command", required=True
-    )
+    run = sub.add_parser(
+        "run", aliases=["runs"], parents=[common], help="workflow runs"
+    ).add_subparsers(dest="run_command", required=True)
     p = run.add_parser("start", parents=[common])
     p.add_argument("workflow_type")
     p.add_argument("--input", help="JSON, or @file.json")
@@ -162,7 +151,76 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p.add_argument("--page")
     p.set_defaults(remote=_cmd_client.run_list)
+    p = run.add_parser(
+        "migrate", parents=[common], help="move open runs that pass a replay check to a version"
+    )
+    p.add_argument("--to", required=True, help="candidate digest, prefix or label")
+    p.add_argument("--type", required=True, help="workflow type")
+    p.add_argument("--run", action="append", help="only this run (repeatable; default: all open)")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--operator", help="who (default: your user name)")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the checks")
+    p.set_defaults(remote=_cmd_versions.migrate)
     return parser
+
+
+def _add_versions(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    versions = sub.add_parser("versions", parents=[common], help="module versions").add_subparsers(
+        dest="versions_command", required=True
+    )
+    p = versions.add_parser("upload", parents=[common], help="validate and store a module")
+    p.add_argument("file")
+    p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
+    p.add_argument("--label", help="name it, e.g. orders@2.0 (a label names one digest forever)")
+    p.set_defaults(remote=_cmd_versions.upload)
+    p = versions.add_parser("list", parents=[common])
+    p.set_defaults(remote=_cmd_versions.list_all)
+    p = versions.add_parser("show", parents=[common], help="one version, with its drain status")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.set_defaults(remote=_cmd_versions.show)
+    p = versions.add_parser("label", parents=[common], help="name a version")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.add_argument("label")
+    p.add_argument("--operator", help="who (default: your user name)")
+    p.set_defaults(remote=_cmd_versions.label)
+
+    def change(name: str, text: str) -> argparse.ArgumentParser:
+        p = versions.add_parser(name, parents=[common], help=text)
+        p.add_argument("type", help="workflow type")
+        p.add_argument("--reason", default="")
+        p.add_argument("--operator", help="who (default: your user name)")
+        return p
+
+    p = change("promote", "make a version current: new runs start on it")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.set_defaults(remote=_cmd_versions.promote)
+    p = change("ramp", "send a share of new workflow ids to a candidate version")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.add_argument("percent", type=int, help="0-100")
+    p.set_defaults(remote=_cmd_versions.ramp)
+    p = change("rollback", "drop the candidate, or return to the previous current version")
+    p.set_defaults(remote=_cmd_versions.rollback)
+    p = change("auto-upgrade", "move open runs on their next activation (after a passing check)")
+    p.add_argument("ref", nargs="?", help="digest, prefix or label")
+    p.add_argument("--off", action="store_true", help="stop automatic upgrades")
+    p.set_defaults(remote=_cmd_versions.auto_upgrade)
+    p = versions.add_parser("status", parents=[common], help="a type's versions side by side")
+    p.add_argument("type", help="workflow type")
+    p.set_defaults(remote=_cmd_versions.status)
+    p = versions.add_parser("retire", parents=[common], help="retire a version nothing uses")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--operator", help="who (default: your user name)")
+    p.set_defaults(remote=_cmd_versions.retire)
+    p = versions.add_parser("check", parents=[common], help="replay runs on a candidate version")
+    p.add_argument("candidate", help="digest, prefix or label")
+    p.add_argument("--type", required=True, help="workflow type")
+    p.add_argument("--run", action="append", help="only this run (repeatable; default: all open)")
+    p.add_argument("--closed-sample", type=int, default=20, help="recent closed runs to check too")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the checks")
+    p.set_defaults(remote=_cmd_versions.check)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

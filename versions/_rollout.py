@@ -184,7 +184,7 @@ class Rollout:
             cur.execute(
                 "UPDATE amber_workflow_types SET previous_digest = current_digest,"
                 " current_digest = %s, candidate_digest = %s,"
-                " ramp_percent = CASE WHEN %s IS NULL THEN 0 ELSE ramp_percent END,"
+                " ramp_percent = CASE WHEN %s::text IS NULL THEN 0 ELSE ramp_percent END,"
                 " updated_at = %s WHERE workflow_type = %s",
                 (version.digest, candidate, candidate, now, workflow_type),
             )

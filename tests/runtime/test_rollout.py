@@ -1,0 +1,270 @@
+"""Versions side by side, end to end through gRPC: a ramped rollout that splits new runs by
+workflow id, pinned replay of in-flight runs, patch markers on both sides, the replay-checked
+migration gate, automatic upgrades, retirement with a drain count, a restarted worker serving
+every version, and bad rollout commands refused without a change.
+
+The sample is `abi/samples/rollout.c` built three ways: v1; v2 = v1 plus an `audit_log`
+activity behind `patched("add-audit")`; v3 = `send_welcome` moved before the signal, unpatched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from abi import InvalidInput
+from history import EventType, RunStatus
+from runtime import AmberClient, Clock, Sandbox, SandboxEngine, SystemClock, Worker, decode
+from tests.conftest import InProcessServer
+from versions import LabelConflict, UnknownWorkflowType, VersionInUse, VersionNotFound, bucket_of
+
+from ._engine_helpers import make_worker, settle
+
+TYPE = "onboard"
+
+
+def _digest(wasm: bytes) -> str:
+    return hashlib.sha256(wasm).hexdigest()
+
+
+@pytest.fixture
+def srv(make_server, modules: dict[str, bytes]) -> InProcessServer:
+    server: InProcessServer = make_server()
+    server.client.upload_version(modules["rollout_v1"], promote=True, label="onboard@1")
+    return server
+
+
+@pytest.fixture
+def v1(modules: dict[str, bytes]) -> str:
+    return _digest(modules["rollout_v1"])
+
+
+@pytest.fixture
+def v2(srv: InProcessServer, modules: dict[str, bytes]) -> str:
+    return srv.client.upload_version(modules["rollout_v2"], label="onboard@2").version.digest
+
+
+@pytest.fixture
+def v3(srv: InProcessServer, modules: dict[str, bytes]) -> str:
+    return srv.client.upload_version(modules["rollout_v3"], label="onboard@3").version.digest
+
+
+def _server_sandbox(client: AmberClient, tmp: Path, clock: Clock | None = None) -> Sandbox:
+    """A sandbox that fetches modules from the server, as a real worker's does."""
+    return Sandbox(SandboxEngine(tmp), clock or SystemClock(), client.get_module)
+
+
+@pytest.fixture
+def background_worker(srv: InProcessServer, sandbox: Sandbox) -> Iterator[Worker]:
+    """A worker polling in a thread: checks and migrations wait for workers to replay runs."""
+    worker = make_worker(srv.client, sandbox, worker_id="background")
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    yield worker
+    worker.stop()
+    thread.join(timeout=10)
+
+
+def _park(srv: InProcessServer, worker: Worker | None, ids: list[str]) -> dict[str, str]:
+    """Start runs and let them reach the signal wait (None: a background worker serves them)."""
+    runs = {wid: srv.client.start_run(TYPE, {"user": wid}, workflow_id=wid).run for wid in ids}
+    if worker is not None:
+        settle(worker, rounds=10 * len(ids) + 20)
+    for run in runs.values():
+        _wait_for(lambda r=run.run_id: _waits_for_go(srv, r))
+        assert srv.client.result(run.run_id).status is RunStatus.RUNNING
+    return {wid: run.run_id for wid, run in runs.items()}
+
+
+def _waits_for_go(srv: InProcessServer, run_id: str) -> bool:
+    return any(e.type is EventType.SIGNAL_AWAITED for e in srv.client.history(run_id))
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+
+
+def _go(srv: InProcessServer, worker: Worker | None, run_ids: list[str]) -> None:
+    """Signal the runs; drive `worker` until idle (None: a background worker serves them)."""
+    for run_id in run_ids:
+        srv.client.signal(run_id, "go", {})
+    if worker is not None:
+        settle(worker, rounds=10 * len(run_ids) + 20)
+    for run_id in run_ids:
+        assert srv.client.result(run_id, wait_s=30).status.closed, run_id
+
+
+def _digests(srv: InProcessServer, run_id: str) -> set[str]:
+    return {e.digest for e in srv.client.history(run_id)}
+
+
+def _patch_markers(srv: InProcessServer, run_id: str) -> list[str]:
+    return [
+        e.payload["value"]
+        for e in srv.client.history(run_id)
+        if e.type is EventType.MARKER_RECORDED and e.payload["kind"] == "patched"
+    ]
+
+
+def test_a_ramped_rollout_splits_new_runs_and_leaves_in_flight_runs_on_v1(
+    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, tmp_path: Path
+) -> None:
+    worker = make_worker(srv.client, sandbox)
+    old = _park(srv, worker, [f"user-{i}" for i in range(100)])
+
+    status = srv.client.change_rollout(TYPE, "ramp", "onboard@2", percent=50, operator="ops")
+    assert status.rollout.candidate == v2 and status.rollout.ramp_percent == 50
+    new = _park(srv, worker, [f"new-{i}" for i in range(200)])
+    on_v2 = {wid for wid, run in new.items() if srv.client.result(run).digest == v2}
+    # Deterministic: exactly the ids whose bucket is under the ramp, and so close to half.
+    assert on_v2 == {wid for wid in new if bucket_of(TYPE, wid) < 50}
+    assert 70 <= len(on_v2) <= 130
+    started = srv.client.history(new["new-0"])[0].payload["version"]
+    assert started["via"] in ("candidate", "current") and started["ramp"] == 50
+    again = srv.client.start_run(TYPE, {"user": "new-0"}, workflow_id="new-0")
+    assert again.already_started and again.run.digest == srv.client.result(new["new-0"]).digest
+
+    # A worker restarted mid-rollout: a fresh sandbox with an empty artifact cache, no setup.
+    worker.stop()
+    restarted = make_worker(srv.client, _server_sandbox(srv.client, tmp_path / "artifacts"))
+    _go(srv, restarted, [*old.values(), *new.values()])
+
+    for run_id in old.values():
+        closed = srv.client.result(run_id)
+        assert closed.status is RunStatus.COMPLETED and closed.digest == v1
+        assert decode(closed.result)["audited"] is False
+        assert _digests(srv, run_id) == {v1}  # every event was produced by v1
+        assert _patch_markers(srv, run_id) == []
+    for wid, run_id in new.items():
+        closed = srv.client.result(run_id)
+        assert closed.status is RunStatus.COMPLETED
+        audited = decode(closed.result)["audited"]
+        assert audited is (wid in on_v2)
+        assert _patch_markers(srv, run_id) == (["add-audit"] if wid in on_v2 else [])
+
+    side_by_side = {v.digest: v for v in srv.client.rollout(TYPE).versions}
+    assert side_by_side[v1].role == "current" and side_by_side[v2].role == "candidate"
+    assert side_by_side[v2].health.activations > 0 and side_by_side[v1].health.activations > 0
+
+
+def test_an_incompatible_version_is_reported_and_refused_and_a_compatible_one_migrates(
+    srv: InProcessServer, sandbox: Sandbox, background_worker: Worker, v1: str, v2: str, v3: str
+) -> None:
+    runs = list(_park(srv, None, [f"m-{i}" for i in range(5)]).values())
+
+    candidate, checks = srv.client.check_version("onboard@3", TYPE, wait_s=30)
+    assert candidate == v3
+    assert {c.run_id for c in checks} == set(runs)
+    for c in checks:
+        assert c.verdict == "incompatible" and c.position == 1
+        assert "signal" in c.recorded and "send_welcome" in c.issued
+    _, moved = srv.client.migrate_runs(v3, TYPE, reason="try v3", operator="ops", wait_s=30)
+    assert {c.outcome for c in moved} == {"refused"}
+    assert all(srv.client.result(r).digest == v1 for r in runs)
+    with pytest.raises(InvalidInput, match="check"):  # auto-upgrade needs a passing check
+        srv.client.change_rollout(TYPE, "auto_upgrade", v3)
+
+    _, checks = srv.client.check_version(v2, TYPE, wait_s=30)
+    assert {c.verdict for c in checks} == {"compatible"}
+    _, moved = srv.client.migrate_runs(
+        v2, TYPE, run_ids=runs[:3], reason="ship the audit", operator="ops", wait_s=30
+    )
+    assert {c.outcome for c in moved} == {"migrated"}
+    for run_id in runs[:3]:
+        (event,) = [e for e in srv.client.history(run_id) if e.type is EventType.RUN_MIGRATED]
+        assert event.payload["from"] == v1 and event.payload["to"] == v2
+        assert event.payload["by"] == "ops" and event.payload["reason"] == "ship the audit"
+    _go(srv, None, runs)
+    for run_id in runs[:3]:
+        closed = srv.client.result(run_id)
+        assert closed.digest == v2 and decode(closed.result)["audited"] is True
+        migrated_at = next(
+            e.seq for e in srv.client.history(run_id) if e.type is EventType.RUN_MIGRATED
+        )
+        later = [e.digest for e in srv.client.history(run_id) if e.seq > migrated_at]
+        assert later and set(later) == {v2}
+    for run_id in runs[3:]:
+        closed = srv.client.result(run_id)
+        assert closed.digest == v1 and decode(closed.result)["audited"] is False
+
+
+def test_auto_upgrade_after_a_passing_check_moves_runs_on_their_next_activation(
+    srv: InProcessServer, sandbox: Sandbox, background_worker: Worker, v1: str, v2: str
+) -> None:
+    runs = list(_park(srv, None, [f"a-{i}" for i in range(3)]).values())
+    with pytest.raises(InvalidInput, match="versions check"):
+        srv.client.change_rollout(TYPE, "auto_upgrade", v2)
+    srv.client.check_version(v2, TYPE, wait_s=30)
+    status = srv.client.change_rollout(TYPE, "auto_upgrade", v2, operator="ops")
+    assert status.rollout.auto_upgrade_to == v2
+    _go(srv, None, runs)
+    for run_id in runs:
+        closed = srv.client.result(run_id)
+        assert closed.digest == v2 and decode(closed.result)["audited"] is True
+
+
+def test_retiring_a_version_is_refused_while_runs_use_it_then_allowed(
+    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str
+) -> None:
+    worker = make_worker(srv.client, sandbox)
+    runs = list(_park(srv, worker, [f"r-{i}" for i in range(4)]).values())
+    srv.client.change_rollout(TYPE, "promote", v2, operator="ops")
+    with pytest.raises(VersionInUse, match="4 open run"):
+        srv.client.retire_version(v1, reason="old", operator="ops")
+    shown = srv.client.get_version(v1)
+    assert shown.use is not None and shown.use.running == 4 and shown.retired_at is None
+    _go(srv, worker, runs)
+    assert srv.client.get_version(v1).use.running == 0  # type: ignore[union-attr]
+    retired = srv.client.retire_version(v1, reason="drained", operator="ops")
+    assert retired.retired_at is not None
+    with pytest.raises(InvalidInput):  # nothing new may start on a retired version
+        srv.client.start_run(TYPE, {"user": "late"}, version=v1)
+    with pytest.raises(VersionInUse, match="new runs of onboard"):
+        srv.client.retire_version(v2, reason="current", operator="ops")
+
+
+def test_bad_rollout_commands_are_refused_and_change_nothing(
+    srv: InProcessServer, modules: dict[str, bytes], v1: str, v2: str
+) -> None:
+    before = srv.client.rollout(TYPE).rollout
+    orders = srv.client.upload_version(modules["orders"]).version.digest
+    with pytest.raises(VersionNotFound):
+        srv.client.change_rollout(TYPE, "ramp", "f" * 64, percent=10)
+    with pytest.raises(InvalidInput, match="does not declare workflow type 'onboard'"):
+        srv.client.change_rollout(TYPE, "ramp", orders, percent=10)
+    for percent in (-1, 101):
+        with pytest.raises(InvalidInput, match="percentage from 0 to 100"):
+            srv.client.change_rollout(TYPE, "ramp", v2, percent=percent)
+    with pytest.raises(LabelConflict, match="onboard@1"):
+        srv.client.label_version(v2, "onboard@1")
+    with pytest.raises(UnknownWorkflowType):
+        srv.client.change_rollout("nope", "promote", v2)
+    with pytest.raises(InvalidInput):
+        srv.client.change_rollout(TYPE, "sideways", v2)
+    assert srv.client.rollout(TYPE).rollout == before
+    assert srv.client.get_version(v2).labels == ("onboard@2",)
+    assert srv.client.get_version(v1).labels == ("onboard@1",)
+
+
+def test_an_automatic_upgrade_that_cannot_replay_a_run_leaves_it_where_it_is(
+    srv: InProcessServer, sandbox: Sandbox, background_worker: Worker, v1: str, v3: str
+) -> None:
+    _, checks = srv.client.check_version(v3, TYPE, wait_s=30)
+    assert checks == []  # no run to disagree with: a (stale) passing check
+    (run,) = _park(srv, None, ["stale-1"]).values()
+    srv.client.change_rollout(TYPE, "auto_upgrade", v3, operator="ops")
+    _go(srv, None, [run])
+    closed = srv.client.result(run)
+    assert closed.digest == v1 and decode(closed.result)["audited"] is False
+    (failed,) = [e for e in srv.client.history(run) if e.type is EventType.UPGRADE_FAILED]
+    assert failed.payload["to"] == v3
+    assert failed.payload["detail"]["reason"] == "non_determinism"
+    assert all(e.type is not EventType.RUN_MIGRATED for e in srv.client.history(run))

@@ -1,0 +1,279 @@
+"""`amber versions ...` and `amber runs migrate`: the registry and rollouts, as thin gRPC clients.
+
+Exit codes: 0 done; 2 refused (bad input, conflict: the message says why and nothing changed);
+3 for `check` and `migrate` when some run is not compatible with the candidate (so a deployment
+pipeline can gate on it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+from pathlib import Path
+from typing import Any
+
+from runtime import AmberClient, RunCheck
+from versions import ModuleVersion, TypeStatus
+
+from . import _output as out
+
+_DIGEST_WIDTH = 16
+
+
+def _operator(args: argparse.Namespace) -> str:
+    return str(args.operator or getpass.getuser())
+
+
+def _short(digest: str | None) -> str:
+    return digest[:_DIGEST_WIDTH] if digest else "-"
+
+
+def upload(client: AmberClient, args: argparse.Namespace) -> int:
+    wasm = Path(args.file).read_bytes()
+    result = client.upload_version(wasm, promote=args.promote, label=args.label or "")
+    if args.json:
+        out.emit_json({**out.version_json(result.version), "created": result.created})
+        return 0
+    verb = "uploaded" if result.created else "already stored"
+    v = result.version
+    print(f"{verb} {v.digest} ({v.size} bytes)")
+    _print_roles(v)
+    return 0
+
+
+def list_all(client: AmberClient, args: argparse.Namespace) -> int:
+    versions = client.list_versions()
+    if args.json:
+        out.emit_json([out.version_json(v) for v in versions])
+        return 0
+    rows = [
+        [_short(v.digest), ",".join(v.labels) or "-", str(v.size),
+         v.uploaded_at.strftime("%Y-%m-%d %H:%M:%S"), ",".join(v.manifest.workflows),
+         ",".join(v.current_for) or "-", ",".join(v.candidate_for) or "-",
+         "retired" if v.retired_at else ""]
+        for v in versions
+    ]  # fmt: skip
+    headers = ["DIGEST", "LABELS", "BYTES", "UPLOADED", "WORKFLOWS", "CURRENT FOR", "CANDIDATE FOR"]
+    print(out.table(rows, [*headers, ""]))
+    return 0
+
+
+def show(client: AmberClient, args: argparse.Namespace) -> int:
+    v = client.get_version(args.ref)
+    if args.json:
+        out.emit_json(out.version_json(v))
+        return 0
+    print(f"digest        {v.digest}")
+    print(f"size          {v.size} bytes")
+    print(f"uploaded      {v.uploaded_at.isoformat()}")
+    print(f"abi           {v.manifest.abi}")
+    print(f"activities    {', '.join(v.manifest.activities) or '-'}")
+    _print_roles(v)
+    if v.retired_at:
+        print(f"retired       {v.retired_at.isoformat()}")
+    if v.use is not None:
+        drained = v.use.running == 0 and v.use.tasks == 0
+        state = "drained: it can be retired" if drained else "in use: it cannot be retired yet"
+        print(
+            f"drain         {v.use.running} open run(s) pinned, {v.use.tasks} task(s) queued,"
+            f" {v.use.closed} closed run(s) — {state}"
+        )
+    return 0
+
+
+def _print_roles(v: ModuleVersion) -> None:
+    print(f"labels        {', '.join(v.labels) or '-'}")
+    print(f"workflows     {', '.join(v.manifest.workflows) or '-'}")
+    print(f"current for   {', '.join(v.current_for) or '-'}")
+    print(f"candidate for {', '.join(v.candidate_for) or '-'}")
+
+
+def label(client: AmberClient, args: argparse.Namespace) -> int:
+    v = client.label_version(args.ref, args.label, operator=_operator(args))
+    if args.json:
+        out.emit_json(out.version_json(v))
+    else:
+        print(f"{args.label} -> {v.digest}")
+    return 0
+
+
+def promote(client: AmberClient, args: argparse.Namespace) -> int:
+    status = _change(client, args, "promote", args.ref)
+    return _print_status(status, args, f"{args.type}: new runs start on {_short(args.ref)}…")
+
+
+def ramp(client: AmberClient, args: argparse.Namespace) -> int:
+    status = _change(client, args, "ramp", args.ref, percent=args.percent)
+    text = f"{args.type}: {args.percent}% of new workflow ids start on the candidate"
+    return _print_status(status, args, text)
+
+
+def rollback(client: AmberClient, args: argparse.Namespace) -> int:
+    status = _change(client, args, "rollback", "")
+    return _print_status(status, args, f"{args.type}: rolled back")
+
+
+def auto_upgrade(client: AmberClient, args: argparse.Namespace) -> int:
+    if args.off:
+        status = _change(client, args, "stop_auto_upgrade", "")
+        return _print_status(status, args, f"{args.type}: automatic upgrades stopped")
+    if not args.ref:
+        raise SystemExit("amber versions auto-upgrade: give a version, or --off")
+    status = _change(client, args, "auto_upgrade", args.ref)
+    text = f"{args.type}: open runs move on their next activation if their replay passes"
+    return _print_status(status, args, text)
+
+
+def _change(
+    client: AmberClient, args: argparse.Namespace, action: str, ref: str, *, percent: int = 0
+) -> TypeStatus:
+    return client.change_rollout(
+        args.type,
+        action,
+        ref,
+        percent=percent,
+        operator=_operator(args),
+        reason=args.reason or "",
+    )
+
+
+def status(client: AmberClient, args: argparse.Namespace) -> int:
+    return _print_status(client.rollout(args.type), args, "")
+
+
+def _print_status(status: TypeStatus, args: argparse.Namespace, headline: str) -> int:
+    if args.json:
+        out.emit_json(status_json(status))
+        return 0
+    if headline:
+        print(headline)
+    r = status.rollout
+    print(f"type          {r.workflow_type}")
+    print(f"current       {r.current}")
+    if r.candidate:
+        print(f"candidate     {r.candidate} ({r.ramp_percent}% of new workflow ids)")
+    if r.previous:
+        print(f"previous      {r.previous} (rollback target)")
+    if r.auto_upgrade_to:
+        print(f"auto-upgrade  {r.auto_upgrade_to}")
+    rows = []
+    for v in status.versions:
+        h = v.health
+        fuel = h.fuel // h.activations if h.activations else 0
+        failures = ", ".join(f"{k} {n}" for k, n in sorted(h.failures.items())) or "-"
+        rows.append(
+            [_short(v.digest), ",".join(v.labels) or "-", v.role, str(v.use.running),
+             str(h.activations), f"{100 * h.failure_rate:.1f}%", str(fuel), failures]
+        )  # fmt: skip
+    headers = ["DIGEST", "LABELS", "ROLE", "OPEN RUNS", "ACTIVATIONS", "FAILED", "FUEL/ACT"]
+    print()
+    print(out.table(rows, [*headers, "FAILURES BY REASON"]))
+    return 0
+
+
+def status_json(status: TypeStatus) -> dict[str, Any]:
+    r = status.rollout
+    return {
+        "workflow_type": r.workflow_type,
+        "current": r.current,
+        "candidate": r.candidate,
+        "ramp_percent": r.ramp_percent,
+        "previous": r.previous,
+        "auto_upgrade_to": r.auto_upgrade_to,
+        "versions": [
+            {
+                "digest": v.digest,
+                "labels": list(v.labels),
+                "role": v.role,
+                "open_runs": v.use.running,
+                "closed_runs": v.use.closed,
+                "activations": v.health.activations,
+                "succeeded": v.health.succeeded,
+                "fuel": v.health.fuel,
+                "failures": dict(v.health.failures),
+            }
+            for v in status.versions
+        ],
+    }
+
+
+def retire(client: AmberClient, args: argparse.Namespace) -> int:
+    v = client.retire_version(args.ref, reason=args.reason, operator=_operator(args))
+    if args.json:
+        out.emit_json(out.version_json(v))
+    else:
+        print(f"retired {v.digest}")
+    return 0
+
+
+def check(client: AmberClient, args: argparse.Namespace) -> int:
+    candidate, checks = client.check_version(
+        args.candidate,
+        args.type,
+        run_ids=args.run or (),
+        closed_sample=args.closed_sample,
+        wait_s=args.wait,
+    )
+    return _print_checks(candidate, checks, args, migrating=False)
+
+
+def migrate(client: AmberClient, args: argparse.Namespace) -> int:
+    candidate, checks = client.migrate_runs(
+        args.to,
+        args.type,
+        run_ids=args.run or (),
+        reason=args.reason,
+        operator=_operator(args),
+        wait_s=args.wait,
+    )
+    return _print_checks(candidate, checks, args, migrating=True)
+
+
+def _print_checks(
+    candidate: str, checks: list[RunCheck], args: argparse.Namespace, *, migrating: bool
+) -> int:
+    bad = [c for c in checks if c.verdict not in ("compatible", "already_on")]
+    if args.json:
+        out.emit_json({"candidate": candidate, "runs": [check_json(c) for c in checks]})
+        return 3 if bad else 0
+    print(f"candidate {candidate}")
+    rows = [
+        [c.run_id, c.status, c.verdict, *([c.outcome or "-"] if migrating else []),
+         _divergence(c)]
+        for c in checks
+    ]  # fmt: skip
+    headers = ["RUN", "STATUS", "VERDICT", *(["OUTCOME"] if migrating else []), "FIRST DIVERGENCE"]
+    print(out.table(rows, headers))
+    verdicts: dict[str, int] = {}
+    for c in checks:
+        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+    summary = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())) or "no runs"
+    print(f"\n{len(checks)} run(s): {summary}")
+    if migrating:
+        moved = sum(1 for c in checks if c.outcome == "migrated")
+        print(f"{moved} migrated; the others stay on their version")
+    return 3 if bad else 0
+
+
+def _divergence(c: RunCheck) -> str:
+    if c.verdict == "incompatible":
+        return (
+            f"command {c.position} (event {c.seq}): history has {c.recorded},"
+            f" the candidate issued {c.issued}"
+        )
+    return out.compact(c.detail, 80) if c.detail else "-"
+
+
+def check_json(c: RunCheck) -> dict[str, Any]:
+    return {
+        "run_id": c.run_id,
+        "status": c.status,
+        "verdict": c.verdict,
+        "position": c.position,
+        "seq": c.seq,
+        "recorded": c.recorded,
+        "issued": c.issued,
+        "detail": c.detail,
+        "checked_seq": c.checked_seq,
+        "outcome": c.outcome or None,
+    }
