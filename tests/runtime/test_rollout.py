@@ -268,3 +268,16 @@ def test_an_automatic_upgrade_that_cannot_replay_a_run_leaves_it_where_it_is(
     assert failed.payload["to"] == v3
     assert failed.payload["detail"]["reason"] == "non_determinism"
     assert all(e.type is not EventType.RUN_MIGRATED for e in srv.client.history(run))
+
+
+def test_removing_a_patch_is_non_determinism_for_histories_that_hold_its_marker(
+    srv: InProcessServer, sandbox: Sandbox, background_worker: Worker, v1: str, v2: str
+) -> None:
+    run = srv.client.start_run(TYPE, {"user": "p"}, workflow_id="p", version=v2).run.run_id
+    _wait_for(lambda: _waits_for_go(srv, run))
+    _go(srv, None, [run])
+    assert _patch_markers(srv, run) == ["add-audit"]
+    _, checks = srv.client.check_version(v1, TYPE, run_ids=[run], wait_s=30)
+    (check,) = checks
+    assert check.verdict == "incompatible" and check.position == 2
+    assert "patched" in check.recorded and "send_welcome" in check.issued
