@@ -70,6 +70,10 @@ class Task:
     heartbeat_by: datetime | None = None
     heartbeat_details: bytes | None = None
     cancel_requested: bool = False
+    claimed_seq: int | None = None
+    """The history position the current lease's activation was handed."""
+    upgrade_offer: str | None = None
+    """The automatic upgrade version the current lease was offered (workflow tasks)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +100,7 @@ _COLUMNS = (
     "task_id, run_id::text, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,"
     " lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,"
     " scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,"
-    " heartbeat_details, cancel_requested"
+    " heartbeat_details, cancel_requested, claimed_seq, upgrade_offer"
 )
 
 
@@ -104,7 +108,7 @@ def _task(row: tuple[Any, ...]) -> Task:
     (task_id, run_id, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,
      lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,
      scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,
-     heartbeat_details, cancel_requested) = row  # fmt: skip
+     heartbeat_details, cancel_requested, claimed_seq, upgrade_offer) = row  # fmt: skip
     return Task(
         task_id=task_id,
         run_id=run_id,
@@ -131,6 +135,8 @@ def _task(row: tuple[Any, ...]) -> Task:
         heartbeat_by=heartbeat_by,
         heartbeat_details=None if heartbeat_details is None else bytes(heartbeat_details),
         cancel_requested=cancel_requested,
+        claimed_seq=claimed_seq,
+        upgrade_offer=upgrade_offer,
     )
 
 
@@ -203,6 +209,16 @@ def claim_task_txn(
     )
     row = cur.fetchone()
     return None if row is None else _task(row)
+
+
+def note_claim_txn(
+    cur: Cursor, task_id: int, *, claimed_seq: int, upgrade_offer: str | None
+) -> None:
+    """Record what a just-leased task's worker was handed (see `Task.claimed_seq`)."""
+    cur.execute(
+        "UPDATE amber_tasks SET claimed_seq = %s, upgrade_offer = %s WHERE task_id = %s",
+        (claimed_seq, upgrade_offer, task_id),
+    )
 
 
 def lock_leased_task_txn(cur: Cursor, task_id: int, fencing: int) -> Task:
@@ -314,6 +330,25 @@ def requeue_task_txn(cur: Cursor, task: Task, requeue: Requeue) -> None:
             "visible": requeue.visible_at,
             "task": task.task_id,
         },
+    )
+
+
+def release_task_txn(cur: Cursor, task: Task, now: datetime) -> None:
+    """Return a leased task to pending at once, counting nothing: its activation was sound but
+    its report cannot be applied as it stands (an upgrade offer withdrawn meanwhile). A workflow
+    task merges into a pending one if present."""
+    cur.execute(
+        "SELECT 1 FROM amber_tasks WHERE run_id = %s AND kind = %s AND state = 'pending'",
+        (task.run_id, task.kind.value),
+    )
+    if task.kind is TaskKind.WORKFLOW and cur.fetchone() is not None:
+        delete_task_txn(cur, task.task_id)
+        return
+    cur.execute(
+        "UPDATE amber_tasks SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,"
+        " visible_at = %s, attempt_deadline = NULL, heartbeat_by = NULL, timeout_at = close_by,"
+        " upgrade_offer = NULL WHERE task_id = %s",
+        (now, task.task_id),
     )
 
 

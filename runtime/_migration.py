@@ -19,7 +19,7 @@ from typing import Any
 
 import msgpack
 
-from abi import InvalidInput
+from abi import AmberError, InvalidInput
 from history import (
     TASKS_CHANNEL,
     AuditEntry,
@@ -28,11 +28,14 @@ from history import (
     EventType,
     NewEvent,
     NewTask,
+    QueryAnswer,
     Run,
     RunNotFound,
+    Task,
     TaskKind,
     VersionConflict,
     append_events_txn,
+    block_upgrade_txn,
     drop_read_tasks_txn,
     enqueue_task_txn,
     get_run_txn,
@@ -42,12 +45,15 @@ from history import (
     runs_of_type_txn,
     take_query_answers_txn,
 )
-from versions import Rollout, version_for_type_txn
+from versions import Rollout, rollout_of_txn, version_for_type_txn
 
 from ._clock import Clock
 from ._notify import Notifier
 
 MAX_CHECKED_RUNS = 10_000
+"""Open runs one check replays; a type with more is checked partly and not remembered."""
+MAX_NAMED_RUNS = 1_000
+"""Run ids one check or migration may name."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,19 +113,24 @@ class MigrationService:
         per run. A full check of a type is remembered (it gates automatic upgrades)."""
         if closed_sample < 0 or closed_sample > 1000:
             raise InvalidInput("closed_sample must be between 0 and 1000")
+        wanted = list(dict.fromkeys(run_ids))
+        if len(wanted) > MAX_NAMED_RUNS:
+            raise InvalidInput(f"{len(wanted)} run ids; name at most {MAX_NAMED_RUNS} at once")
 
-        def select(cur: Cursor) -> tuple[str, list[Run]]:
+        def select(cur: Cursor) -> tuple[str, list[Run], bool]:
             digest = version_for_type_txn(cur, candidate, workflow_type).digest
-            if run_ids:
-                runs = [_run_of_type(cur, r, workflow_type) for r in run_ids]
-            else:
-                runs = runs_of_type_txn(cur, workflow_type, running=True, limit=MAX_CHECKED_RUNS)
-                runs += runs_of_type_txn(cur, workflow_type, running=False, limit=closed_sample)
-            return digest, runs
+            if wanted:
+                return digest, [_run_of_type(cur, r, workflow_type) for r in wanted], False
+            runs = runs_of_type_txn(cur, workflow_type, running=True, limit=MAX_CHECKED_RUNS + 1)
+            truncated = len(runs) > MAX_CHECKED_RUNS
+            runs = runs[:MAX_CHECKED_RUNS]
+            runs += runs_of_type_txn(cur, workflow_type, running=False, limit=closed_sample)
+            return digest, runs, truncated
 
-        digest, runs = self._db.run(select)
+        digest, runs, truncated = self._db.run(select)
         results = self._replay_all(digest, runs, timeout_s)
-        if not run_ids:
+        # Only a check of every open run is remembered: a partial one must not gate upgrades.
+        if not wanted and not truncated:
             self._rollout.record_check(
                 workflow_type,
                 digest,
@@ -160,6 +171,10 @@ class MigrationService:
             run = get_run_txn(cur, check.run_id, for_update=True)
             if run is None or run.status.closed or run.digest == digest:
                 return "skipped"
+            try:  # it may have been retired since the check
+                version_for_type_txn(cur, digest, run.workflow_type, lock=True)
+            except AmberError:
+                return "refused"
             now = self._clock.now()
             event = NewEvent(
                 type=EventType.RUN_MIGRATED,
@@ -257,6 +272,107 @@ class MigrationService:
             elif pending:
                 time.sleep(0.05)
         return [verdicts[r.run_id] for r in runs]
+
+
+Counted = tuple[str, str, str]
+"""(digest, task kind, reason) of one judged activation, for the versions' health."""
+
+_UPGRADE_DETAIL_KEYS = ("reason", "message", "position", "recorded", "issued")
+_BLOCKING_REASONS = ("non_determinism", "trap")
+"""Replay faults on an upgrade target that will recur on every try: the run stays put for good.
+Others (out of fuel on a cold compile, a deadline) just fall back to the pinned version."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpgradeReport:
+    """What a worker says about the automatic upgrade it was offered."""
+
+    migrate_to: str = ""
+    """It replayed the run on this version: move the run there."""
+    failed: dict[str, Any] | None = None
+    """It could not replay the run there, and why ({to, reason, message, ...})."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upgrade:
+    """How a workflow completion applies: on which version, with which upgrade events."""
+
+    run: Run
+    digest: str
+    """The version the activation's new events were produced by."""
+    events: tuple[NewEvent, ...] = ()
+    failed_on: str | None = None
+    """The upgrade target a replay failed on (charged to its health)."""
+
+
+def upgrade_txn(cur: Cursor, task: Task, run: Run, report: UpgradeReport) -> Upgrade | None:
+    """Judge a completion's upgrade report against what the server offered at claim.
+
+    A move is applied only to the version this lease was offered, if it is still the type's
+    automatic upgrade target, not blocked for the run, and not retired; otherwise None: the
+    offer was withdrawn meanwhile and the activation must run again (nothing is counted against
+    it). A failure report is kept only for the offered version, trimmed, and blocks the run from
+    that version only when the fault will recur (divergence, trap).
+    """
+    if report.migrate_to and report.migrate_to != run.digest:
+        target = report.migrate_to
+        if (
+            target != task.upgrade_offer
+            or target == run.upgrade_blocked
+            or rollout_of_txn(cur, run.workflow_type).auto_upgrade_to != target
+        ):
+            return None
+        try:
+            version_for_type_txn(cur, target, run.workflow_type, lock=True)
+        except AmberError:
+            return None
+        event = NewEvent(
+            type=EventType.RUN_MIGRATED,
+            payload={
+                "from": run.digest,
+                "to": target,
+                "checked_seq": task.claimed_seq,
+                "by": "auto-upgrade",
+                "reason": "replayed on the upgrade version",
+            },
+            digest=target,
+        )
+        repin_run_txn(cur, run.run_id, target)
+        return Upgrade(run=replace(run, digest=target), digest=target, events=(event,))
+    failed = report.failed
+    if failed is None or failed.get("to") != task.upgrade_offer or task.upgrade_offer is None:
+        return Upgrade(run=run, digest=task.digest)
+    detail = {k: _trim(failed[k]) for k in _UPGRADE_DETAIL_KEYS if k in failed}
+    if detail.get("reason") not in _BLOCKING_REASONS:
+        return Upgrade(run=run, digest=task.digest)
+    event = NewEvent(
+        type=EventType.UPGRADE_FAILED,
+        payload={"to": task.upgrade_offer, "detail": detail},
+        digest=task.digest,
+    )
+    block_upgrade_txn(cur, run.run_id, task.upgrade_offer)
+    return Upgrade(run=run, digest=task.digest, events=(event,), failed_on=task.upgrade_offer)
+
+
+def _trim(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:1000]
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def checked_answer(task: Task, answer: QueryAnswer) -> QueryAnswer:
+    """A check task's verdict, with the history position it holds for taken from the server's
+    record of what the worker was handed (not from the worker)."""
+    if answer.result is None:
+        return answer
+    try:
+        doc = msgpack.unpackb(answer.result, raw=False)
+    except Exception:
+        return replace(answer, result=None, error_type="malformed", message="verdict not msgpack")
+    if not isinstance(doc, dict):
+        return replace(answer, result=None, error_type="malformed", message="verdict not a map")
+    doc["checked_seq"] = task.claimed_seq or 0
+    return replace(answer, result=msgpack.packb(doc, use_bin_type=True))
 
 
 def _run_of_type(cur: Cursor, run_id: str, workflow_type: str) -> Run:

@@ -121,7 +121,6 @@ class AmberServer:
             self.notifier,
             self.clock,
             self.settings.default_queue,
-            self.health,
             self.rollout,
             self.migration,
         )

@@ -6,7 +6,9 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any, TypeVar
 
 import grpc
@@ -20,7 +22,6 @@ from ._clock import Clock, to_ms
 from ._migration import MigrationService
 from ._notify import Notifier
 from ._runs_service import DEFAULT_TENANT, RunService, SignalRequest, StartRequest
-from ._stats import HealthCounter
 from ._status import ERROR_TYPE_KEY, status_of
 from ._tasks_service import Claim, TaskService
 from .api import amber_pb2 as pb
@@ -68,7 +69,6 @@ class AmberServicer(pb_grpc.AmberServicer):
         notifier: Notifier,
         clock: Clock,
         default_queue: str,
-        health: HealthCounter,
         rollout: Rollout,
         migration: MigrationService,
     ) -> None:
@@ -78,7 +78,6 @@ class AmberServicer(pb_grpc.AmberServicer):
         self._notifier = notifier
         self._clock = clock
         self._default_queue = default_queue
-        self._health = health
         self._rollout = rollout
         self._migration = migration
 
@@ -213,9 +212,15 @@ class AmberServicer(pb_grpc.AmberServicer):
     def UploadVersion(
         self, request: pb.UploadVersionRequest, context: Any
     ) -> pb.UploadVersionResponse:
-        result = self._registry.upload(
-            request.module, now=self._clock.now(), promote=request.promote, label=request.label
-        )
+        now = self._clock.now()
+        result = self._registry.upload(request.module, now=now, label=request.label)
+        if request.promote:  # audited like any promotion; each type on its own
+            for workflow_type in result.version.manifest.workflows:
+                self._rollout.promote(
+                    workflow_type, result.version.digest, now=now, actor="upload", reason=""
+                )
+            self._tasks_forget(result.version.manifest.workflows)
+            result = replace(result, version=self._registry.get(result.version.digest))
         return pb.UploadVersionResponse(
             version=m.version_to_pb(result.version), created=result.created
         )
@@ -243,23 +248,20 @@ class AmberServicer(pb_grpc.AmberServicer):
 
     @_rpc
     def ChangeRollout(self, request: pb.ChangeRolloutRequest, context: Any) -> pb.RolloutStatus:
-        kind, now = request.workflow_type, self._clock.now()
-        actor, reason, r = request.operator or "api", request.reason, self._rollout
-        match request.action:
-            case "promote":
-                r.promote(kind, request.ref, now=now, actor=actor, reason=reason)
-            case "ramp":
-                r.ramp(kind, request.ref, request.percent, now=now, actor=actor, reason=reason)
-            case "rollback":
-                r.rollback(kind, now=now, actor=actor, reason=reason)
-            case "auto_upgrade":
-                r.auto_upgrade(kind, request.ref, now=now, actor=actor, reason=reason)
-            case "stop_auto_upgrade":
-                r.auto_upgrade(kind, None, now=now, actor=actor, reason=reason)
-            case _:
-                raise InvalidInput(f"unknown rollout action {request.action!r}")
-        self._tasks.forget_upgrade_target(kind)
+        change = _ROLLOUT_ACTIONS.get(request.action)
+        if change is None:
+            raise InvalidInput(
+                f"unknown rollout action {request.action!r} (one of {', '.join(_ROLLOUT_ACTIONS)})"
+            )
+        kind = request.workflow_type
+        note = _Note(now=self._clock.now(), actor=request.operator or "api", reason=request.reason)
+        change(self._rollout, request, note)
+        self._tasks_forget([kind])
         return m.rollout_to_pb(self._rollout.status(kind))
+
+    def _tasks_forget(self, workflow_types: Sequence[str]) -> None:
+        for workflow_type in workflow_types:
+            self._tasks.forget_upgrade_target(workflow_type)
 
     @_rpc
     def GetRollout(self, request: pb.GetRolloutRequest, context: Any) -> pb.RolloutStatus:
@@ -327,10 +329,6 @@ class AmberServicer(pb_grpc.AmberServicer):
             self._notifier.wait_tasks(queue, seen, min(remaining, self._until_visible(queue)))
         return pb.PollTaskResponse()
 
-    def _count(self, stats: pb.ActivationStats, reason: str) -> None:
-        if stats.digest and stats.kind in ("workflow", "activity"):
-            self._health.record(stats.digest, stats.kind, reason or "unknown", stats.fuel_used)
-
     def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:
         if not want:
             return None
@@ -357,7 +355,11 @@ class AmberServicer(pb_grpc.AmberServicer):
             if which == "workflow":
                 done = m.workflow_completion_from_pb(request.workflow)
                 claimed = self._tasks.complete_workflow(
-                    task_id=request.task_id, fencing=request.fencing, done=done, claim_next=claim
+                    task_id=request.task_id,
+                    fencing=request.fencing,
+                    done=done,
+                    claim_next=claim,
+                    fuel=request.stats.fuel_used,
                 )
             elif which == "activity":
                 outcome = m.activity_completion_from_pb(request.activity)
@@ -366,11 +368,10 @@ class AmberServicer(pb_grpc.AmberServicer):
                     fencing=request.fencing,
                     outcome=outcome,
                     claim_next=claim,
+                    fuel=request.stats.fuel_used,
                 )
             else:
                 raise InvalidInput("CompleteTask needs a workflow or an activity completion")
-        ok = which == "workflow" or request.activity.ok
-        self._count(request.stats, "ok" if ok else "application_error")
         return pb.CompleteTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc
@@ -383,7 +384,6 @@ class AmberServicer(pb_grpc.AmberServicer):
                 worker=request.worker_id,
                 claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
             )
-        self._count(request.stats, request.failure.reason)
         return pb.FailTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
     @_rpc
@@ -409,3 +409,32 @@ class AmberServicer(pb_grpc.AmberServicer):
             answer = QueryAnswer(result=request.result, message=request.ended)
         self._tasks.complete_query(task_id=request.task_id, fencing=request.fencing, answer=answer)
         return pb.CompleteQueryResponse()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Note:
+    """Who changes a rollout, when and why (for the audit record)."""
+
+    now: datetime
+    actor: str
+    reason: str
+
+
+_RolloutAction = Callable[[Rollout, pb.ChangeRolloutRequest, _Note], object]
+_ROLLOUT_ACTIONS: dict[str, _RolloutAction] = {
+    "promote": lambda r, q, n: r.promote(
+        q.workflow_type, q.ref, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "ramp": lambda r, q, n: r.ramp(
+        q.workflow_type, q.ref, q.percent, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "rollback": lambda r, q, n: r.rollback(
+        q.workflow_type, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "auto_upgrade": lambda r, q, n: r.auto_upgrade(
+        q.workflow_type, q.ref, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "stop_auto_upgrade": lambda r, q, n: r.auto_upgrade(
+        q.workflow_type, None, now=n.now, actor=n.actor, reason=n.reason
+    ),
+}

@@ -50,7 +50,6 @@ from history import (
     VersionConflict,
     advance_commands_txn,
     append_events_txn,
-    block_upgrade_txn,
     claim_task_txn,
     defer_task_txn,
     delete_task_txn,
@@ -59,16 +58,17 @@ from history import (
     get_run_txn,
     lock_leased_task_txn,
     next_visible_txn,
+    note_claim_txn,
     notify_txn,
     put_query_answer_txn,
     read_events_txn,
     record_discarded_txn,
     record_failure_txn,
-    repin_run_txn,
+    release_task_txn,
     requeue_task_txn,
     timed_out_tasks_txn,
 )
-from versions import UnknownWorkflowType, rollout_of_txn, version_for_type_txn
+from versions import OK, UnknownWorkflowType, rollout_of_txn
 
 from ._clock import Clock
 from ._errors import PayloadTooLarge
@@ -83,6 +83,7 @@ from ._lifecycle import (
     closing_event,
     execution_deadline,
 )
+from ._migration import Counted, UpgradeReport, checked_answer, upgrade_txn
 from ._notify import Notifier
 from ._replay import MAX_NEW_COMMANDS
 from ._settings import EngineSettings, RetryPolicy
@@ -223,6 +224,9 @@ class TaskService:
                 target = self._upgrade_target(cur, run.workflow_type)
                 if target and target not in (run.digest, run.upgrade_blocked):
                     upgrade = target
+            seq = events[-1].seq if events else 0
+            note_claim_txn(cur, task.task_id, claimed_seq=seq, upgrade_offer=upgrade or None)
+            task = replace(task, claimed_seq=seq, upgrade_offer=upgrade or None)
             return ClaimedTask(task=task, run=run, events=events, upgrade_to=upgrade)
 
     def forget_upgrade_target(self, workflow_type: str) -> None:
@@ -244,16 +248,22 @@ class TaskService:
         return target
 
     def _record(
-        self, body: Callable[[Cursor], list[Wake]], claim: Claim | None
+        self, body: Callable[[Cursor, list[Counted]], list[Wake]], claim: Claim | None, fuel: int
     ) -> ClaimedTask | None:
-        """Run an outcome's transaction, leasing the next task in it when asked to."""
+        """Run an outcome's transaction, leasing the next task in it when asked to; then count
+        the activations it judged for their versions' health (by the digest on the server's
+        own record, never the one a worker names)."""
+        counted: list[Counted] = []
 
         def txn(cur: Cursor) -> tuple[list[Wake], ClaimedTask | None]:
-            wakes = body(cur)
+            counted.clear()  # a retried transaction counts once
+            wakes = body(cur, counted)
             return wakes, None if claim is None else self._claim_txn(cur, claim)
 
         wakes, claimed = self._db.run(txn)
         self._poke(wakes)
+        for digest, kind, reason in counted:
+            self._health.record(digest, kind, reason, fuel)
         return claimed
 
     def next_visible(self, queue: str) -> datetime | None:
@@ -305,6 +315,7 @@ class TaskService:
         fencing: int,
         done: WorkflowCompletion,
         claim_next: Claim | None = None,
+        fuel: int = 0,
     ) -> ClaimedTask | None:
         """Append a workflow activation's commands (and closing event) under its lease.
 
@@ -315,7 +326,11 @@ class TaskService:
         self._check_commands(done.commands, done.result)
         try:
             return self._record(
-                lambda cur: self._complete_workflow_txn(cur, task_id, fencing, done), claim_next
+                lambda cur, counted: self._complete_workflow_txn(
+                    cur, task_id, fencing, done, counted
+                ),
+                claim_next,
+                fuel,
             )
         except VersionConflict:
             self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing))
@@ -346,7 +361,12 @@ class TaskService:
             raise PayloadTooLarge(f"workflow result is {len(result)} bytes; the limit is {limit}")
 
     def _complete_workflow_txn(
-        self, cur: Cursor, task_id: int, fencing: int, done: WorkflowCompletion
+        self,
+        cur: Cursor,
+        task_id: int,
+        fencing: int,
+        done: WorkflowCompletion,
+        counted: list[Counted],
     ) -> list[Wake]:
         now = self._clock.now()
         task = lock_leased_task_txn(cur, task_id, fencing)
@@ -354,42 +374,16 @@ class TaskService:
         if run is None or run.status.closed:
             delete_task_txn(cur, task_id)
             return []
-        digest, events = task.digest, []
-        if done.migrate_to and done.migrate_to != run.digest:
-            # Only to the type's automatic upgrade target, which a passing check gated: a worker
-            # cannot move a run anywhere else.
-            if rollout_of_txn(cur, run.workflow_type).auto_upgrade_to != done.migrate_to:
-                raise InvalidInput(
-                    f"{done.migrate_to[:12]} is not the automatic upgrade target of"
-                    f" {run.workflow_type!r} (it may have just been stopped)"
-                )
-            version_for_type_txn(cur, done.migrate_to, run.workflow_type)
-            digest = done.migrate_to
-            events.append(
-                NewEvent(
-                    type=EventType.RUN_MIGRATED,
-                    payload={
-                        "from": run.digest,
-                        "to": digest,
-                        "checked_seq": run.last_seq,
-                        "by": "auto-upgrade",
-                        "reason": "replayed on the upgrade version",
-                    },
-                    digest=digest,
-                )
-            )
-            repin_run_txn(cur, run.run_id, digest)
-            run = replace(run, digest=digest)
-        elif done.upgrade_failed is not None:
-            target = str(done.upgrade_failed.get("to", ""))
-            events.append(
-                NewEvent(
-                    type=EventType.UPGRADE_FAILED,
-                    payload={"to": target, "detail": done.upgrade_failed},
-                    digest=task.digest,
-                )
-            )
-            block_upgrade_txn(cur, run.run_id, target)
+        report = UpgradeReport(migrate_to=done.migrate_to, failed=done.upgrade_failed)
+        upgrade = upgrade_txn(cur, task, run, report)
+        if upgrade is None:  # the offer was withdrawn meanwhile: run the activation again
+            release_task_txn(cur, task, now)
+            notify_txn(cur, TASKS_CHANNEL, run.queue)
+            return [(TASKS_CHANNEL, run.queue)]
+        run, digest, events = upgrade.run, upgrade.digest, list(upgrade.events)
+        counted.append((digest, task.kind.value, OK))
+        if upgrade.failed_on is not None:
+            counted.append((upgrade.failed_on, task.kind.value, FailureReason.NON_DETERMINISM))
         effects = self._life.command_events_txn(cur, run, digest, done.commands)
         events += effects.events
         closing, extra, next_run = self._closing(run, done)
@@ -468,6 +462,7 @@ class TaskService:
         fencing: int,
         outcome: ActivityOutcome,
         claim_next: Claim | None = None,
+        fuel: int = 0,
     ) -> ClaimedTask | None:
         """Record an activity attempt's outcome: its result, a retry, or its final failure.
 
@@ -480,12 +475,14 @@ class TaskService:
                 f" the limit is {self._settings.max_payload_bytes}"
             )
 
-        def txn(cur: Cursor) -> list[Wake]:
+        def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
             task = lock_leased_task_txn(cur, task_id, fencing)
             run = get_run_txn(cur, task.run_id, for_update=True)
             if run is None or run.status.closed:
                 delete_task_txn(cur, task_id)
                 return []
+            ok = outcome.status is ActivityStatus.COMPLETED
+            counted.append((task.digest, task.kind.value, OK if ok else "application_error"))
             if outcome.status is ActivityStatus.COMPLETED:
                 payload = {"cmd": task.cmd, "result": outcome.result, "attempt": task.attempt}
                 event = NewEvent(
@@ -502,7 +499,7 @@ class TaskService:
                 cur, FailedAttempt(task=task, run=run, failure=failure, error=outcome.error)
             )
 
-        return self._record(txn, claim_next)
+        return self._record(txn, claim_next, fuel)
 
     def fail(
         self,
@@ -518,9 +515,11 @@ class TaskService:
         Returns the worker's next task when `claim_next` asks for one.
         """
 
-        def txn(cur: Cursor) -> list[Wake]:
+        def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
             task = lock_leased_task_txn(cur, task_id, fencing)
             run = get_run_txn(cur, task.run_id, for_update=True)
+            if task.kind not in _READS:
+                counted.append((task.digest, task.kind.value, failure.reason))
             if task.kind in _READS:
                 answer = QueryAnswer(
                     result=None, error_type=failure.reason, message=failure.message
@@ -538,7 +537,7 @@ class TaskService:
             )
             return self._fail_txn(cur, attempt)
 
-        return self._record(txn, claim_next)
+        return self._record(txn, claim_next, failure.fuel_used or 0)
 
     def complete_query(self, *, task_id: int, fencing: int, answer: QueryAnswer) -> None:
         """Hand a query's answer to the server waiting for it. Raises `LeaseLost`."""
@@ -547,7 +546,8 @@ class TaskService:
             task = lock_leased_task_txn(cur, task_id, fencing)
             if task.kind not in _READS:
                 raise InvalidInput(f"task {task_id} is not a query or a check")
-            return self._answer_txn(cur, task, answer)
+            given = checked_answer(task, answer) if task.kind is TaskKind.CHECK else answer
+            return self._answer_txn(cur, task, given)
 
         self._poke(self._db.run(txn))
 

@@ -1,8 +1,8 @@
 """`amber versions ...` and `amber runs migrate`: the registry and rollouts, as thin gRPC clients.
 
 Exit codes: 0 done; 2 refused (bad input, conflict: the message says why and nothing changed);
-3 for `check` and `migrate` when some run is not compatible with the candidate (so a deployment
-pipeline can gate on it).
+3 when `check` found a run not compatible with the candidate, or `migrate` left a run unmoved
+(refused, or its history grew since the check: `moved_on`), so a pipeline can gate on it.
 """
 
 from __future__ import annotations
@@ -232,7 +232,10 @@ def migrate(client: AmberClient, args: argparse.Namespace) -> int:
 def _print_checks(
     candidate: str, checks: list[RunCheck], args: argparse.Namespace, *, migrating: bool
 ) -> int:
-    bad = [c for c in checks if c.verdict not in ("compatible", "already_on")]
+    if migrating:  # every run moved (or had nothing to move)
+        bad = [c for c in checks if c.outcome not in ("migrated", "skipped")]
+    else:
+        bad = [c for c in checks if c.verdict not in ("compatible", "already_on")]
     if args.json:
         out.emit_json({"candidate": candidate, "runs": [check_json(c) for c in checks]})
         return 3 if bad else 0

@@ -1,13 +1,21 @@
-"""The module registry: versioned Wasm modules, validated at upload, stored immutably.
+"""The module registry and rollouts: versioned Wasm modules, validated at upload, stored
+immutably, and the per-type pointers that decide which version new runs start on.
 
 Design: a version *is* the sha256 of its bytes, so re-uploading is a no-op and a digest recorded
-in history names exactly one module forever. Validation happens before anything is written
-(manifest from a custom section, exports and imports type-checked against ABI v1, size cap).
-Which version new runs of a type start on is a separate pointer (`current`). Workers load
-versions through an on-disk artifact cache keyed by (sha256, wasmtime version, engine flags).
+in history names exactly one module forever; a label names one digest forever too. Validation
+happens before anything is written (manifest from a custom section, exports and imports
+type-checked against ABI v1, size cap). Per workflow type, `Rollout` keeps a current version, a
+candidate with a ramp (new runs split by a stable hash of their workflow id, recorded in the
+run), the previous current (rollback) and an automatic upgrade target gated by a replay check;
+every change is audited. Retirement takes a row lock that every transaction depending on a
+version share-locks first, so nothing starts, ramps or moves onto a version being retired.
+Health counts activations, failures by reason and fuel per version. Workers load versions
+through an on-disk artifact cache keyed by (sha256, wasmtime version, engine flags).
 
 Rejected: mutable "latest" module rows (a run could no longer name the code that wrote its
-history); deriving a version from the deploying process's source (DBOS #702 stranded runs).
+history); deriving a version from the deploying process's source (DBOS #702 stranded runs);
+random ramp assignment (a retried start could land on the other side); moving runs on a new
+version without replaying their histories first (Temporal users' 1.5 h of non-determinism).
 """
 
 from importlib.resources import files
@@ -41,7 +49,6 @@ from ._rollout import (
     TypeStatus,
     VersionStatus,
     bucket_of,
-    resolve_version_txn,
     rollout_of_txn,
     select_version_txn,
 )
@@ -83,7 +90,6 @@ __all__ = [
     "get_version_txn",
     "health_txn",
     "migrate",
-    "resolve_version_txn",
     "rollout_of_txn",
     "select_version_txn",
     "validate_module",

@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -110,9 +110,18 @@ def get_version_txn(cur: Cursor, ref: str) -> ModuleVersion:
     return _version(rows[0])
 
 
-def version_for_type_txn(cur: Cursor, ref: str, workflow_type: str) -> ModuleVersion:
-    """A live version that declares `workflow_type`, or a clear error."""
+def version_for_type_txn(
+    cur: Cursor, ref: str, workflow_type: str, *, lock: bool = False
+) -> ModuleVersion:
+    """A live version that declares `workflow_type`, or a clear error.
+
+    With `lock`, the version's row is share-locked until the transaction ends, so a concurrent
+    retirement waits for it (and this one sees a retirement that committed first): use it
+    wherever a run, a ramp or a move is about to depend on the version.
+    """
     version = get_version_txn(cur, ref)
+    if lock:
+        version = _lock_version_txn(cur, version, "FOR SHARE")
     if workflow_type not in version.manifest.workflows:
         raise InvalidModule(
             f"version {version.digest[:12]} does not declare workflow type {workflow_type!r}"
@@ -121,6 +130,13 @@ def version_for_type_txn(cur: Cursor, ref: str, workflow_type: str) -> ModuleVer
     if version.retired_at is not None:
         raise InvalidModule(f"version {version.digest[:12]} is retired")
     return version
+
+
+def _lock_version_txn(cur: Cursor, version: ModuleVersion, mode: str) -> ModuleVersion:
+    """Lock a version's row and re-read whether it is retired (it may have just been)."""
+    cur.execute(f"SELECT retired_at FROM amber_modules WHERE digest = %s {mode}", (version.digest,))
+    row = cur.fetchone()
+    return version if row is None else replace(version, retired_at=row[0])
 
 
 class VersionRegistry:
@@ -140,13 +156,12 @@ class VersionRegistry:
         self.max_module_bytes = max_module_bytes
         self._manifest_checks = tuple(manifest_checks)
 
-    def upload(
-        self, wasm: bytes, *, now: datetime, promote: bool = False, label: str = ""
-    ) -> UploadResult:
+    def upload(self, wasm: bytes, *, now: datetime, label: str = "") -> UploadResult:
         """Validate and store a module. Same bytes again: a no-op returning the same digest.
 
         The version becomes current for each workflow type it declares that has no current
-        version yet, and for all its types when `promote` is set. `label` names it too.
+        version yet (promoting it over an existing one is `Rollout.promote`, audited). `label`
+        names it too.
         """
         manifest = validate_module(
             wasm, max_bytes=self.max_module_bytes, manifest_checks=self._manifest_checks
@@ -171,15 +186,9 @@ class VersionRegistry:
                     " ON CONFLICT DO NOTHING",
                     (workflow_type, digest),
                 )
-                update = (
-                    " DO UPDATE SET previous_digest = amber_workflow_types.current_digest,"
-                    " current_digest = EXCLUDED.current_digest, updated_at = EXCLUDED.updated_at"
-                    if promote
-                    else " DO NOTHING"
-                )
                 cur.execute(
                     "INSERT INTO amber_workflow_types (workflow_type, current_digest, updated_at)"
-                    " VALUES (%s, %s, %s) ON CONFLICT (workflow_type)" + update,
+                    " VALUES (%s, %s, %s) ON CONFLICT (workflow_type) DO NOTHING",
                     (workflow_type, digest, now),
                 )
             return created
@@ -247,7 +256,12 @@ class VersionRegistry:
         """
 
         def txn(cur: Cursor) -> ModuleVersion:
-            version = get_version_txn(cur, ref)
+            # The row lock orders retirement against every transaction that share-locks the
+            # version before depending on it (starts, ramps, moves): either they commit first
+            # and are counted below, or they wait and then see it retired.
+            version = _lock_version_txn(cur, get_version_txn(cur, ref), "FOR UPDATE")
+            if version.retired_at is not None:
+                return _with_use(version, version_use_txn(cur, version.digest))
             use = version_use_txn(cur, version.digest)
             blockers = []
             if use.running:
@@ -257,6 +271,13 @@ class VersionRegistry:
             if version.current_for or version.candidate_for:
                 types = ", ".join(version.current_for + version.candidate_for)
                 blockers.append(f"new runs of {types} start on it")
+            cur.execute(
+                "SELECT workflow_type FROM amber_workflow_types WHERE auto_upgrade_to = %s",
+                (version.digest,),
+            )
+            upgrading = [row[0] for row in cur.fetchall()]
+            if upgrading:
+                blockers.append(f"runs of {', '.join(upgrading)} upgrade to it automatically")
             if blockers:
                 raise VersionInUse(
                     f"version {version.digest[:12]} cannot be retired: {'; '.join(blockers)}"
@@ -264,6 +285,11 @@ class VersionRegistry:
             cur.execute(
                 "UPDATE amber_modules SET retired_at = %s WHERE digest = %s AND retired_at IS NULL",
                 (now, version.digest),
+            )
+            # Nothing may roll back onto it either.
+            cur.execute(
+                "UPDATE amber_workflow_types SET previous_digest = NULL WHERE previous_digest = %s",
+                (version.digest,),
             )
             record_audit_txn(
                 cur,

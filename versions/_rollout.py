@@ -96,20 +96,18 @@ def select_version_txn(
     """The version a new run of `workflow_type` starts on: `requested` (a digest, prefix or
     label), else the candidate for the ids its ramp covers, else the current version."""
     if requested:
-        version = version_for_type_txn(cur, requested, workflow_type)
+        version = version_for_type_txn(cur, requested, workflow_type, lock=True)
         return Selection(digest=version.digest, via="requested")
     rollout = _rollout_txn(cur, workflow_type)
     if rollout.candidate is None or rollout.ramp_percent == 0:
-        return Selection(digest=rollout.current, via="current")
-    bucket = bucket_of(workflow_type, workflow_id)
-    chosen = rollout.candidate if bucket < rollout.ramp_percent else rollout.current
-    via = "candidate" if chosen == rollout.candidate else "current"
-    return Selection(digest=chosen, via=via, bucket=bucket, ramp=rollout.ramp_percent)
-
-
-def resolve_version_txn(cur: Cursor, workflow_type: str, requested: str | None) -> str:
-    """The digest a run of `workflow_type` starts on when no workflow id decides (children)."""
-    return select_version_txn(cur, workflow_type, "", requested).digest
+        selection = Selection(digest=rollout.current, via="current")
+    else:
+        bucket = bucket_of(workflow_type, workflow_id)
+        chosen = rollout.candidate if bucket < rollout.ramp_percent else rollout.current
+        via = "candidate" if chosen == rollout.candidate else "current"
+        selection = Selection(digest=chosen, via=via, bucket=bucket, ramp=rollout.ramp_percent)
+    version_for_type_txn(cur, selection.digest, workflow_type, lock=True)  # orders vs retire
+    return selection
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,7 +177,9 @@ class Rollout:
 
         def txn(cur: Cursor) -> TypeRollout:
             before = _rollout_txn(cur, workflow_type, lock=True)
-            version = version_for_type_txn(cur, ref, workflow_type)
+            version = version_for_type_txn(cur, ref, workflow_type, lock=True)
+            if version.digest == before.current:
+                return before  # already current: keep the rollback target
             candidate = None if before.candidate == version.digest else before.candidate
             cur.execute(
                 "UPDATE amber_workflow_types SET previous_digest = current_digest,"
@@ -201,7 +201,7 @@ class Rollout:
 
         def txn(cur: Cursor) -> TypeRollout:
             before = _rollout_txn(cur, workflow_type, lock=True)
-            version = version_for_type_txn(cur, ref, workflow_type)
+            version = version_for_type_txn(cur, ref, workflow_type, lock=True)
             if version.digest == before.current:
                 raise InvalidInput(
                     f"version {version.digest[:12]} is already current for {workflow_type!r}"
@@ -229,7 +229,7 @@ class Rollout:
                     (now, workflow_type),
                 )
             elif before.previous is not None:
-                get_version_txn(cur, before.previous)
+                version_for_type_txn(cur, before.previous, workflow_type, lock=True)
                 cur.execute(
                     "UPDATE amber_workflow_types SET current_digest = previous_digest,"
                     " previous_digest = NULL, auto_upgrade_to = NULL, updated_at = %s"
@@ -255,7 +255,7 @@ class Rollout:
             before = _rollout_txn(cur, workflow_type, lock=True)
             digest = None
             if ref is not None:
-                digest = version_for_type_txn(cur, ref, workflow_type).digest
+                digest = version_for_type_txn(cur, ref, workflow_type, lock=True).digest
                 cur.execute(
                     "SELECT incompatible, failed FROM amber_version_checks"
                     " WHERE workflow_type = %s AND candidate = %s ORDER BY check_id DESC LIMIT 1",

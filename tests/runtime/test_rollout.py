@@ -281,3 +281,131 @@ def test_removing_a_patch_is_non_determinism_for_histories_that_hold_its_marker(
     (check,) = checks
     assert check.verdict == "incompatible" and check.position == 2
     assert "patched" in check.recorded and "send_welcome" in check.issued
+
+
+def test_a_worker_cannot_move_a_run_to_a_version_it_was_not_offered(
+    srv: InProcessServer, v1: str, v2: str
+) -> None:
+    from abi import WorkflowStatus
+    from runtime import WorkflowCompletion
+
+    run = srv.client.start_run(TYPE, {"user": "f"}).run.run_id
+    task = srv.client.poll_task(worker_id="forger", wait_s=1)
+    assert task is not None and task.upgrade_to == ""
+    forged = WorkflowCompletion(
+        expected_last_seq=1, commands=(), status=WorkflowStatus.SUSPENDED, migrate_to=v2
+    )
+    srv.client.complete_workflow(task, forged, worker_id="forger")
+    assert srv.client.result(run).digest == v1
+    history = srv.client.history(run)
+    assert [e.type for e in history] == [EventType.RUN_STARTED]  # nothing applied
+    (pending,) = srv.client.describe(run).tasks  # handed out again, no failure counted
+    assert pending.state.value == "pending" and pending.consecutive_failures == 0
+
+
+def test_an_upgrade_offer_withdrawn_before_the_report_runs_the_activation_again(
+    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str
+) -> None:
+    from abi import WorkflowStatus
+    from runtime import WorkflowCompletion
+
+    srv.client.check_version(v2, TYPE, wait_s=5)  # no runs: passes
+    srv.client.change_rollout(TYPE, "auto_upgrade", v2)
+    run = srv.client.start_run(TYPE, {"user": "w"}).run.run_id
+    task = srv.client.poll_task(worker_id="slow", wait_s=1)
+    assert task is not None and task.upgrade_to == v2
+    srv.client.change_rollout(TYPE, "stop_auto_upgrade")
+    late = WorkflowCompletion(
+        expected_last_seq=1, commands=(), status=WorkflowStatus.SUSPENDED, migrate_to=v2
+    )
+    srv.client.complete_workflow(task, late, worker_id="slow")
+    assert srv.client.result(run).digest == v1
+    assert srv.client.describe(run).recent_failures == ()
+    settle(make_worker(srv.client, sandbox))
+    assert srv.client.result(run).digest == v1 and _waits_for_go(srv, run)
+
+
+def test_a_migration_is_skipped_for_a_run_whose_history_grew_since_its_check(
+    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runtime._migration import MigrationService
+
+    worker = make_worker(srv.client, sandbox)
+    (run,) = _park(srv, worker, ["grown"]).values()
+    real_replay = MigrationService._replay_all
+
+    def replay_then_signal(self, digest, runs, timeout_s):  # type: ignore[no-untyped-def]
+        thread = threading.Thread(target=lambda: settle(worker), daemon=True)
+        thread.start()  # the check tasks need a worker
+        verdicts = real_replay(self, digest, runs, timeout_s)
+        thread.join()
+        srv.client.signal(run, "go", {})  # history grows between the check and the move
+        return verdicts
+
+    monkeypatch.setattr(MigrationService, "_replay_all", replay_then_signal)
+    _, moved = srv.client.migrate_runs(v2, TYPE, reason="r", wait_s=30)
+    assert [c.outcome for c in moved] == ["moved_on"]
+    assert srv.client.result(run).digest == v1
+    assert all(e.type is not EventType.RUN_MIGRATED for e in srv.client.history(run))
+
+
+def test_retirement_waits_for_activities_scheduled_on_the_version(
+    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str
+) -> None:
+    from ._engine_helpers import run_one_task
+
+    run = srv.client.start_run(TYPE, {"user": "t"}).run.run_id
+    run_one_task(srv.client, sandbox)  # schedules create_account on v1; nobody runs it yet
+    held = srv.client.poll_task(worker_id="holder", wait_s=1)  # running, on v1
+    assert held is not None and held.kind.value == "activity" and held.digest == v1
+    worker = make_worker(srv.client, sandbox, worker_id="checker")  # only checks are left
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: _serve(worker, done), daemon=True)
+    thread.start()
+    _, moved = srv.client.migrate_runs(v2, TYPE, reason="r", wait_s=30)
+    done.set()
+    thread.join(timeout=30)
+    assert [c.outcome for c in moved] == ["migrated"] and srv.client.result(run).digest == v2
+    srv.client.change_rollout(TYPE, "promote", v2)
+    with pytest.raises(VersionInUse, match="1 task") as refused:
+        srv.client.retire_version(v1, reason="old")
+    assert "open run" not in str(refused.value)  # the run is on v2; its activity is not
+
+
+def _serve(worker: Worker, done: threading.Event) -> None:
+    while not done.is_set():
+        worker.run_once(wait_s=0.1)
+
+
+def test_retiring_rollout_pointers_is_refused_or_clears_them(
+    srv: InProcessServer, v1: str, v2: str, v3: str
+) -> None:
+    srv.client.check_version(v3, TYPE, wait_s=5)
+    srv.client.change_rollout(TYPE, "auto_upgrade", v3)
+    with pytest.raises(VersionInUse, match="upgrade to it automatically"):
+        srv.client.retire_version(v3, reason="r")
+    srv.client.change_rollout(TYPE, "stop_auto_upgrade")
+    srv.client.change_rollout(TYPE, "promote", v2)
+    assert srv.client.rollout(TYPE).rollout.previous == v1
+    srv.client.retire_version(v1, reason="gone")
+    assert srv.client.rollout(TYPE).rollout.previous is None
+    with pytest.raises(InvalidInput, match="no candidate and no previous"):
+        srv.client.change_rollout(TYPE, "rollback")
+    srv.client.change_rollout(TYPE, "promote", v2)  # already current: a no-op
+    assert srv.client.rollout(TYPE).rollout.current == v2
+
+
+def test_health_counts_failures_by_reason_and_fuel_per_version(
+    srv: InProcessServer, sandbox: Sandbox, v1: str
+) -> None:
+    from runtime import FailureReport
+
+    srv.client.start_run(TYPE, {"user": "h"})
+    task = srv.client.poll_task(worker_id="w", wait_s=1)
+    assert task is not None
+    report = FailureReport(reason="trap", message="boom", trap_code="unreachable", fuel_used=777)
+    srv.client.fail_task(task, report, worker_id="w")
+    srv.server.sweep()  # flushes the counters
+    (status,) = [v for v in srv.client.rollout(TYPE).versions if v.digest == v1]
+    assert status.health.failures == {"trap": 1}
+    assert status.health.activations == 1 and status.health.fuel == 777

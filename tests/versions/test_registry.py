@@ -22,10 +22,11 @@ from versions import (
     AmbiguousVersion,
     InvalidModule,
     ModuleTooLarge,
+    Rollout,
     UnknownWorkflowType,
     VersionNotFound,
     VersionRegistry,
-    resolve_version_txn,
+    select_version_txn,
 )
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
@@ -78,7 +79,7 @@ def _counts(db: Database) -> tuple[int, ...]:
 
 
 def _current(db: Database, workflow_type: str) -> str:
-    return db.run(lambda cur: resolve_version_txn(cur, workflow_type, None))
+    return db.run(lambda cur: select_version_txn(cur, workflow_type, "", None).digest)
 
 
 def test_an_upload_is_stored_under_the_sha256_of_its_bytes(
@@ -125,7 +126,8 @@ def test_a_later_version_of_a_type_becomes_current_only_when_promoted(
     assert later.version.current_for == ()
     assert _current(db, "orders") == first.digest
 
-    promoted = registry.upload(modules["orders_reordered"], now=NOW, promote=True)
+    Rollout(db).promote("orders", later.version.digest, now=NOW, actor="t", reason="")
+    promoted = registry.upload(modules["orders_reordered"], now=NOW)
 
     assert not promoted.created
     assert promoted.version.current_for == ("orders",)
@@ -196,7 +198,7 @@ def test_a_prefix_of_two_versions_is_ambiguous(db: Database, registry: VersionRe
     assert registry.get("abcdef010").digest == twins[0]
     assert registry.get("abcdef011").digest == twins[1]
     with pytest.raises(AmbiguousVersion):
-        db.run(lambda cur: resolve_version_txn(cur, "w", "abcdef01"))
+        db.run(lambda cur: select_version_txn(cur, "w", "", "abcdef01"))
 
 
 def test_module_bytes_are_the_exact_uploaded_bytes(
@@ -220,7 +222,7 @@ def test_resolving_a_version_for_a_new_run(
     reordered = registry.upload(modules["orders_reordered"], now=NOW).version.digest
 
     def resolve(workflow_type: str, requested: str | None) -> str:
-        return db.run(lambda cur: resolve_version_txn(cur, workflow_type, requested))
+        return db.run(lambda cur: select_version_txn(cur, workflow_type, "", requested).digest)
 
     assert resolve("orders", None) == orders
     assert resolve("orders", reordered[:10]) == reordered
@@ -316,7 +318,7 @@ def test_a_bad_module_is_refused_and_nothing_is_written(
     before = _counts(db)
 
     with pytest.raises(InvalidModule, match=re.escape(message)) as err:
-        registry.upload(wasm, now=NOW, promote=True)
+        registry.upload(wasm, now=NOW)
 
     assert type(err.value) is InvalidModule
     assert _counts(db) == before
