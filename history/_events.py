@@ -22,7 +22,8 @@ class EventType(enum.StrEnum):
     ACTIVITY_SCHEDULED = "ActivityScheduled"
     """The workflow issued command `cmd` to run an activity [cmd, name, args, max_attempts]."""
     ACTIVITY_COMPLETED = "ActivityCompleted"
-    """An attempt of command `cmd` succeeded [cmd, result, attempt]."""
+    """An attempt of command `cmd` succeeded [cmd, result, attempt], or an operator completed
+    a poisoned one by hand [..., skipped_by, reason]."""
     ACTIVITY_FAILED = "ActivityFailed"
     """Command `cmd` failed for good [cmd, error_type, message, attempt]."""
     MARKER_RECORDED = "MarkerRecorded"
@@ -69,6 +70,12 @@ class EventType(enum.StrEnum):
     [from, to, checked_seq, by, reason]; later activations replay on `to`."""
     UPGRADE_FAILED = "UpgradeFailed"
     """An automatic upgrade could not replay the run on `to` [to, detail]; it stays put."""
+    RUN_SUSPENDED = "RunSuspended"
+    """A poisoned task kept failing: the run waits for an operator (it stays `running`; no
+    worker time is spent on it) [reason, fingerprint, task_kind, step]."""
+    RUN_RESUMED = "RunResumed"
+    """An operator released a suspended or poisoned run [action, by, reason, from, to, step]:
+    `retry` (same version), `resume` (optionally on a fixed version), `skip` (with a result)."""
     HISTORY_WARNING = "HistoryWarning"
     """The history passed the warning threshold of its limits [events, bytes]."""
 

@@ -27,13 +27,27 @@ class FailureRecord:
     memory_bytes: int | None = None
     worker: str | None = None
     created_at: datetime
+    fingerprint: str | None = None
+    """What identifies this failure across attempts and runs (a crash's fingerprint)."""
+    pool: str | None = None
+    """The pool whose worker ran the attempt (main or surgical)."""
+    trace_id: str | None = None
+    host_calls: tuple[str, ...] = ()
+    """The last host calls before the failure, oldest first."""
+    repro: bytes | None = None
+    """What replaying the activation offline needs (msgpack; see runtime's `Repro`)."""
+
+
+_COLUMNS = (
+    "task_id, run_id::text, kind, cmd, attempt, digest, reason, trap_code, message, fuel_used,"
+    " memory_bytes, worker, created_at, fingerprint, pool, trace_id, host_calls, repro"
+)
 
 
 def record_failure_txn(cur: Cursor, failure: FailureRecord) -> None:
     cur.execute(
-        "INSERT INTO amber_task_failures (task_id, run_id, kind, cmd, attempt, digest, reason,"
-        " trap_code, message, fuel_used, memory_bytes, worker, created_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        f"INSERT INTO amber_task_failures ({_COLUMNS.replace('run_id::text', 'run_id')})"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (
             failure.task_id,
             failure.run_id,
@@ -48,26 +62,19 @@ def record_failure_txn(cur: Cursor, failure: FailureRecord) -> None:
             failure.memory_bytes,
             failure.worker,
             failure.created_at,
+            failure.fingerprint,
+            failure.pool,
+            failure.trace_id or None,
+            list(failure.host_calls) or None,
+            failure.repro,
         ),
     )
 
 
 def _failure(row: tuple[Any, ...]) -> FailureRecord:
-    (
-        task_id,
-        run_id,
-        kind,
-        cmd,
-        attempt,
-        digest,
-        reason,
-        trap_code,
-        message,
-        fuel_used,
-        memory_bytes,
-        worker,
-        created_at,
-    ) = row
+    (task_id, run_id, kind, cmd, attempt, digest, reason, trap_code, message, fuel_used,
+     memory_bytes, worker, created_at, fingerprint, pool, trace_id, host_calls,
+     repro) = row  # fmt: skip
     return FailureRecord(
         task_id=task_id,
         run_id=run_id,
@@ -82,15 +89,19 @@ def _failure(row: tuple[Any, ...]) -> FailureRecord:
         memory_bytes=memory_bytes,
         worker=worker,
         created_at=created_at,
+        fingerprint=fingerprint,
+        pool=pool,
+        trace_id=trace_id,
+        host_calls=tuple(host_calls or ()),
+        repro=None if repro is None else bytes(repro),
     )
 
 
 def run_failures_txn(cur: Cursor, run_id: str, *, limit: int = 20) -> list[FailureRecord]:
     """The most recent failures of a run, newest first."""
     cur.execute(
-        "SELECT task_id, run_id::text, kind, cmd, attempt, digest, reason, trap_code, message,"
-        " fuel_used, memory_bytes, worker, created_at FROM amber_task_failures"
-        " WHERE run_id = %s ORDER BY failure_id DESC LIMIT %s",
+        f"SELECT {_COLUMNS} FROM amber_task_failures WHERE run_id = %s"
+        " ORDER BY failure_id DESC LIMIT %s",
         (run_id, limit),
     )
     return [_failure(row) for row in cur.fetchall()]

@@ -61,6 +61,17 @@ class Run:
     history_warned: bool = False
     upgrade_blocked: str | None = None
     """A version an automatic upgrade could not replay this run on."""
+    suspension: Suspension | None = None
+    """Set while the run is suspended for an operator (a lifecycle state beside `status`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suspension:
+    """Why and since when a run waits for an operator."""
+
+    since: datetime
+    reason: str
+    fingerprint: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,7 +108,8 @@ _COLUMNS = (
     "run_id::text, tenant, workflow_id, workflow_type, digest, queue, status, input, result,"
     " error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,"
     " parent_run_id::text, parent_cmd, parent_close_policy, cancel_seq, cancel_reason,"
-    " history_bytes, history_warned, upgrade_blocked"
+    " history_bytes, history_warned, upgrade_blocked, suspended_at, suspended_reason,"
+    " suspended_fingerprint"
 )
 
 
@@ -105,7 +117,8 @@ def _run(row: tuple[Any, ...]) -> Run:
     (run_id, tenant, workflow_id, workflow_type, digest, queue, status, input_, result,
      error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,
      parent_run_id, parent_cmd, parent_close_policy, cancel_seq, cancel_reason, history_bytes,
-     history_warned, upgrade_blocked) = row  # fmt: skip
+     history_warned, upgrade_blocked, suspended_at, suspended_reason,
+     suspended_fingerprint) = row  # fmt: skip
     return Run(
         run_id=run_id,
         tenant=tenant,
@@ -131,6 +144,11 @@ def _run(row: tuple[Any, ...]) -> Run:
         history_bytes=history_bytes,
         history_warned=history_warned,
         upgrade_blocked=upgrade_blocked,
+        suspension=None
+        if suspended_at is None
+        else Suspension(
+            since=suspended_at, reason=suspended_reason or "", fingerprint=suspended_fingerprint
+        ),
     )
 
 

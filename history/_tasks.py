@@ -74,6 +74,22 @@ class Task:
     """The history position the current lease's activation was handed."""
     upgrade_offer: str | None = None
     """The automatic upgrade version the current lease was offered (workflow tasks)."""
+    pool: str = "main"
+    """main (healthy), surgical (poisoned: only the surgical pool leases it) or held (its run
+    is suspended: nobody does)."""
+    crash: Crash | None = None
+    """The consecutive crashes of this task at one step with one fingerprint."""
+    poisoned_at: datetime | None = None
+    poison_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Crash:
+    """Consecutive crashes of a task: the step and fingerprint they share, and how many."""
+
+    step: int | None
+    fingerprint: str
+    count: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +116,8 @@ _COLUMNS = (
     "task_id, run_id::text, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,"
     " lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,"
     " scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,"
-    " heartbeat_details, cancel_requested, claimed_seq, upgrade_offer"
+    " heartbeat_details, cancel_requested, claimed_seq, upgrade_offer, pool, crash_step,"
+    " crash_fingerprint, crash_count, poisoned_at, poison_reason"
 )
 
 
@@ -108,7 +125,8 @@ def _task(row: tuple[Any, ...]) -> Task:
     (task_id, run_id, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,
      lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,
      scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,
-     heartbeat_details, cancel_requested, claimed_seq, upgrade_offer) = row  # fmt: skip
+     heartbeat_details, cancel_requested, claimed_seq, upgrade_offer, pool, crash_step,
+     crash_fingerprint, crash_count, poisoned_at, poison_reason) = row  # fmt: skip
     return Task(
         task_id=task_id,
         run_id=run_id,
@@ -137,6 +155,12 @@ def _task(row: tuple[Any, ...]) -> Task:
         cancel_requested=cancel_requested,
         claimed_seq=claimed_seq,
         upgrade_offer=upgrade_offer,
+        pool=pool,
+        crash=None
+        if crash_fingerprint is None
+        else Crash(step=crash_step, fingerprint=crash_fingerprint, count=crash_count),
+        poisoned_at=poisoned_at,
+        poison_reason=poison_reason,
     )
 
 
@@ -156,12 +180,20 @@ def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> int | None:
         if task.schedule_to_start_ms is None
         else task.visible_at + timedelta(milliseconds=task.schedule_to_start_ms)
     )
+    # A suspended run's workflow and activity tasks are held: they wait for an operator.
+    held = task.kind in (TaskKind.WORKFLOW, TaskKind.ACTIVITY)
+    pool = (
+        "COALESCE((SELECT 'held' FROM amber_runs WHERE run_id = %s::uuid"
+        " AND suspended_at IS NOT NULL), 'main')"
+        if held
+        else "'main'"
+    )
     cur.execute(
         "INSERT INTO amber_tasks (run_id, kind, queue, cmd, name, digest, args, state, visible_at,"
         " max_attempts, scheduled_at, options, start_to_close_ms, schedule_to_start_ms,"
-        " heartbeat_ms, start_by, close_by, timeout_at)"
+        " heartbeat_ms, start_by, close_by, timeout_at, pool)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-        " LEAST(%s::timestamptz, %s::timestamptz))" + conflict + " RETURNING task_id",
+        f" LEAST(%s::timestamptz, %s::timestamptz), {pool})" + conflict + " RETURNING task_id",
         (
             task.run_id,
             task.kind.value,
@@ -181,6 +213,7 @@ def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> int | None:
             task.close_by,
             start_by,
             task.close_by,
+            *((task.run_id,) if held else ()),
         ),
     )
     row = cur.fetchone()
@@ -188,12 +221,15 @@ def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> int | None:
 
 
 def claim_task_txn(
-    cur: Cursor, *, queue: str, worker: str, now: datetime, lease: timedelta
+    cur: Cursor, *, queue: str, worker: str, now: datetime, lease: timedelta, pool: str = "main"
 ) -> Task | None:
-    """Lease the oldest visible pending task of `queue`, bumping its fencing token.
+    """Lease the oldest visible pending task of `queue` in `pool` (main or surgical), bumping
+    its fencing token. Held tasks (suspended runs) are never leased.
 
     Starts the attempt's start-to-close and heartbeat clocks.
     """
+    if pool not in ("main", "surgical"):
+        raise ValueError(f"no such pool {pool!r}")
     cur.execute(
         "UPDATE amber_tasks SET state = 'leased', lease_owner = %(worker)s,"
         " lease_expires_at = %(until)s, fencing = fencing + 1, start_by = NULL,"
@@ -202,10 +238,10 @@ def claim_task_txn(
         f" timeout_at = LEAST(close_by, %(now)s + start_to_close_ms {_MS},"
         f"   %(now)s + heartbeat_ms {_MS})"
         " WHERE task_id = (SELECT task_id FROM amber_tasks"
-        "   WHERE queue = %(queue)s AND state = 'pending' AND visible_at <= %(now)s"
-        "   ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
+        "   WHERE queue = %(queue)s AND pool = %(pool)s AND state = 'pending'"
+        "   AND visible_at <= %(now)s ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
         f" RETURNING {_COLUMNS}",
-        {"worker": worker, "until": now + lease, "now": now, "queue": queue},
+        {"worker": worker, "until": now + lease, "now": now, "queue": queue, "pool": pool},
     )
     row = cur.fetchone()
     return None if row is None else _task(row)
@@ -291,6 +327,31 @@ class Requeue:
     """Short description of why, kept on the row for operators."""
     next_attempt: bool = True
     """Whether the failure consumed an attempt (an activity retry) or not."""
+    pool: str = "main"
+    """The pool the task returns to (surgical once poisoned, held when its run is suspended)."""
+    crash: Crash | None = None
+    """The task's crash counter after this failure (None: it was not a crash)."""
+    poisoned_at: datetime | None = None
+    poison_reason: str | None = None
+
+
+_CRASH_SET = (
+    "pool = %(pool)s, crash_step = %(crash_step)s, crash_fingerprint = %(crash_fingerprint)s,"
+    " crash_count = %(crash_count)s, poisoned_at = %(poisoned_at)s,"
+    " poison_reason = %(poison_reason)s"
+)
+
+
+def _crash_params(requeue: Requeue) -> dict[str, Any]:
+    crash = requeue.crash
+    return {
+        "pool": requeue.pool,
+        "crash_step": None if crash is None else crash.step,
+        "crash_fingerprint": None if crash is None else crash.fingerprint,
+        "crash_count": 0 if crash is None else crash.count,
+        "poisoned_at": requeue.poisoned_at,
+        "poison_reason": requeue.poison_reason,
+    }
 
 
 def requeue_task_txn(cur: Cursor, task: Task, requeue: Requeue) -> None:
@@ -302,16 +363,19 @@ def requeue_task_txn(cur: Cursor, task: Task, requeue: Requeue) -> None:
     bump = 1 if requeue.next_attempt else 0
     if task.kind is TaskKind.WORKFLOW:
         cur.execute(
-            "UPDATE amber_tasks SET attempt = GREATEST(attempt, %s),"
-            " consecutive_failures = %s, last_failure = %s, visible_at = GREATEST(visible_at, %s)"
-            " WHERE run_id = %s AND kind = 'workflow' AND state = 'pending'",
-            (
-                task.attempt + bump,
-                task.consecutive_failures + 1,
-                requeue.failure,
-                requeue.visible_at,
-                task.run_id,
-            ),
+            "UPDATE amber_tasks SET attempt = GREATEST(attempt, %(attempt)s),"
+            " consecutive_failures = %(failures)s, last_failure = %(failure)s,"
+            " visible_at = GREATEST(visible_at, %(visible)s), "
+            + _CRASH_SET
+            + " WHERE run_id = %(run)s AND kind = 'workflow' AND state = 'pending'",
+            {
+                "attempt": task.attempt + bump,
+                "failures": task.consecutive_failures + 1,
+                "failure": requeue.failure,
+                "visible": requeue.visible_at,
+                "run": task.run_id,
+                **_crash_params(requeue),
+            },
         )
         if cur.rowcount == 1:
             delete_task_txn(cur, task.task_id)
@@ -322,9 +386,11 @@ def requeue_task_txn(cur: Cursor, task: Task, requeue: Requeue) -> None:
         " last_failure = %(failure)s, visible_at = %(visible)s,"
         f" start_by = %(visible)s + schedule_to_start_ms {_MS},"
         " attempt_deadline = NULL, heartbeat_by = NULL,"
-        f" timeout_at = LEAST(close_by, %(visible)s + schedule_to_start_ms {_MS})"
-        " WHERE task_id = %(task)s",
+        f" timeout_at = LEAST(close_by, %(visible)s + schedule_to_start_ms {_MS}), "
+        + _CRASH_SET
+        + " WHERE task_id = %(task)s",
         {
+            **_crash_params(requeue),
             "bump": bump,
             "failure": requeue.failure,
             "visible": requeue.visible_at,
@@ -416,10 +482,12 @@ def get_task_txn(cur: Cursor, task_id: int) -> Task | None:
     return None if row is None else _task(row)
 
 
-def next_visible_txn(cur: Cursor, queue: str) -> datetime | None:
-    """When the next pending task of `queue` becomes visible (for sleeping pollers)."""
+def next_visible_txn(cur: Cursor, queue: str, pool: str = "main") -> datetime | None:
+    """When the next pending task of `queue` in `pool` becomes visible (for sleeping pollers)."""
     cur.execute(
-        "SELECT min(visible_at) FROM amber_tasks WHERE queue = %s AND state = 'pending'", (queue,)
+        "SELECT min(visible_at) FROM amber_tasks"
+        " WHERE queue = %s AND pool = %s AND state = 'pending'",
+        (queue, pool),
     )
     row = cur.fetchone()
     return None if row is None else row[0]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from abi import RetryOptions
+
+from ._poison import PoisonPolicy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,3 +84,5 @@ class EngineSettings:
     history_fail_bytes: int = 50 * 1024 * 1024
     """A run whose history passes a warn limit gets one HistoryWarning event; past a fail limit
     it fails with `amber.HistoryLimitExceeded` (Temporal's limits: 10,240 / 51,200 events)."""
+    poison: PoisonPolicy = field(default_factory=PoisonPolicy)
+    """When crashing tasks are poisoned (surgical pool) and their runs suspended."""

@@ -15,8 +15,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-import msgpack
-
 from abi import (
     NAME,
     ActivityOutcome,
@@ -26,7 +24,6 @@ from abi import (
     ScheduleActivity,
     StartChild,
     WorkflowStatus,
-    parse_activity_options,
 )
 from history import (
     QUERIES_CHANNEL,
@@ -36,11 +33,9 @@ from history import (
     Discarded,
     Event,
     EventType,
-    FailureRecord,
     LeaseLost,
     NewEvent,
     QueryAnswer,
-    Requeue,
     Run,
     RunClosing,
     RunStatus,
@@ -63,13 +58,12 @@ from history import (
     put_query_answer_txn,
     read_events_txn,
     record_discarded_txn,
-    record_failure_txn,
     release_task_txn,
-    requeue_task_txn,
     timed_out_tasks_txn,
 )
 from versions import OK, UnknownWorkflowType, rollout_of_txn
 
+from ._attempts import Attempts, FailedAttempt, FailureReport, timeout_kind
 from ._clock import Clock
 from ._errors import PayloadTooLarge
 from ._faults import FailureReason
@@ -86,7 +80,7 @@ from ._lifecycle import (
 from ._migration import Counted, UpgradeReport, checked_answer, upgrade_txn
 from ._notify import Notifier
 from ._replay import MAX_NEW_COMMANDS
-from ._settings import EngineSettings, RetryPolicy
+from ._settings import EngineSettings
 from ._stats import HealthCounter
 
 
@@ -121,39 +115,12 @@ class WorkflowCompletion:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FailureReport:
-    """A failed activation, as a worker reports it."""
-
-    reason: str
-    message: str
-    trap_code: str | None = None
-    fuel_used: int | None = None
-    memory_bytes: int | None = None
-    step: int | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class Claim:
     """Eager dispatch: lease the worker's next task in the transaction that records its last."""
 
     queue: str
     worker: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FailedAttempt:
-    """One failed attempt of a leased task, with how to treat it."""
-
-    task: Task
-    run: Run
-    failure: FailureReport
-    error: ErrorInfo | None = None
-    """The activity's own error, when it returned one (it may forbid retries)."""
-    worker: str | None = None
-    immediate: bool = False
-    """Requeue a workflow task without backoff (its worker was lost, the code did not fail)."""
-    timeout: str | None = None
-    """The attempt timed out this way (start_to_close, heartbeat)."""
+    pool: str = "main"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,20 +162,28 @@ class TaskService:
         self._settings = settings
         self._notifier = notifier
         self._life = Lifecycle(clock, settings)
+        self._attempts = Attempts(clock, settings, self._life)
         self._health = health or HealthCounter()
         self._upgrades: dict[str, tuple[str | None, float]] = {}
 
     # -- leasing -----------------------------------------------------------------------------
 
-    def claim(self, *, queue: str, worker: str) -> ClaimedTask | None:
-        """Lease the next visible task of `queue`, or None."""
-        return self._db.run(lambda cur: self._claim_txn(cur, Claim(queue=queue, worker=worker)))
+    def claim(self, *, queue: str, worker: str, pool: str = "main") -> ClaimedTask | None:
+        """Lease the next visible task of `queue` in `pool` (main, or surgical: poisoned
+        tasks only), or None."""
+        claim = Claim(queue=queue, worker=worker, pool=pool)
+        return self._db.run(lambda cur: self._claim_txn(cur, claim))
 
     def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
         now = self._clock.now()
         while True:
             task = claim_task_txn(
-                cur, queue=claim.queue, worker=claim.worker, now=now, lease=self._settings.lease
+                cur,
+                queue=claim.queue,
+                worker=claim.worker,
+                now=now,
+                lease=self._settings.lease,
+                pool=claim.pool,
             )
             if task is None:
                 return None
@@ -266,9 +241,9 @@ class TaskService:
             self._health.record(digest, kind, reason, fuel)
         return claimed
 
-    def next_visible(self, queue: str) -> datetime | None:
-        """When the queue's next pending task becomes visible (None: nothing pending)."""
-        return self._db.run(lambda cur: next_visible_txn(cur, queue))
+    def next_visible(self, queue: str, pool: str = "main") -> datetime | None:
+        """When the queue's next pending task in `pool` becomes visible (None: none pending)."""
+        return self._db.run(lambda cur: next_visible_txn(cur, queue, pool))
 
     def heartbeat(
         self, *, task_id: int, fencing: int, details: bytes | None = None
@@ -495,7 +470,7 @@ class TaskService:
                 reason=FailureReason.APPLICATION_ERROR,
                 message=f"{outcome.error.type}: {outcome.error.message}",
             )
-            return self._fail_txn(
+            return self._attempts.fail_txn(
                 cur, FailedAttempt(task=task, run=run, failure=failure, error=outcome.error)
             )
 
@@ -533,9 +508,9 @@ class TaskService:
                 run=run,
                 failure=failure,
                 worker=worker,
-                timeout=_timeout_kind(task, failure),
+                timeout=timeout_kind(task, failure),
             )
-            return self._fail_txn(cur, attempt)
+            return self._attempts.fail_txn(cur, attempt)
 
         return self._record(txn, claim_next, failure.fuel_used or 0)
 
@@ -576,9 +551,9 @@ class TaskService:
                     message=f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
                 )
                 attempt = FailedAttempt(
-                    task=task, run=run, failure=failure, worker=task.lease_owner, immediate=True
+                    task=task, run=run, failure=failure, worker=task.lease_owner
                 )
-                return self._fail_txn(cur, attempt)
+                return self._attempts.fail_txn(cur, attempt)
 
             def defer(task: Task) -> None:
                 defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
@@ -608,7 +583,7 @@ class TaskService:
                 if run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
                     return []
-                return self._timeout_txn(cur, task, run, now)
+                return self._attempts.timeout_txn(cur, task, run, now)
 
             def defer(task: Task) -> None:
                 defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
@@ -622,136 +597,9 @@ class TaskService:
                 self._count(task, "timeout")
         return len(tasks)
 
-    def _timeout_txn(self, cur: Cursor, task: Task, run: Run, now: datetime) -> list[Wake]:
-        if task.close_by is not None and task.close_by <= now:
-            return self._time_out_txn(cur, task, run, "schedule_to_close")
-        if task.state is TaskState.PENDING:
-            return self._time_out_txn(cur, task, run, "schedule_to_start")
-        kind = (
-            "start_to_close"
-            if task.attempt_deadline is not None and task.attempt_deadline <= now
-            else "heartbeat"
-        )
-        failure = FailureReport(
-            reason=f"timeout_{kind}",
-            message=f"attempt {task.attempt} passed its {kind.replace('_', '-')} timeout",
-        )
-        return self._fail_txn(cur, FailedAttempt(task=task, run=run, failure=failure, timeout=kind))
-
-    def _time_out_txn(self, cur: Cursor, task: Task, run: Run, kind: str) -> list[Wake]:
-        """End an activity for good with a timeout result."""
-        record_failure_txn(
-            cur,
-            self._failure_record(
-                task,
-                FailureReport(
-                    reason=f"timeout_{kind}", message=f"{kind.replace('_', '-')} timeout passed"
-                ),
-                None,
-            ),
-        )
-        payload = {"cmd": task.cmd, "timeout": kind, "attempt": task.attempt}
-        event = NewEvent(type=EventType.ACTIVITY_TIMED_OUT, payload=payload, digest=task.digest)
-        delete_task_txn(cur, task.task_id)
-        return self._life.deliver_txn(cur, run, event)
-
-    # -- shared transaction steps --------------------------------------------------------------
-
-    def _failure_record(
-        self, task: Task, failure: FailureReport, worker: str | None
-    ) -> FailureRecord:
-        return FailureRecord(
-            task_id=task.task_id,
-            run_id=task.run_id,
-            kind=task.kind.value,
-            cmd=task.cmd if task.kind is TaskKind.ACTIVITY else failure.step,
-            attempt=task.attempt,
-            digest=task.digest,
-            reason=failure.reason,
-            trap_code=failure.trap_code,
-            message=failure.message,
-            fuel_used=failure.fuel_used,
-            memory_bytes=failure.memory_bytes,
-            worker=worker,
-            created_at=self._clock.now(),
-        )
-
-    def _retry_policy(self, task: Task) -> RetryPolicy:
-        if task.options is None:
-            return self._settings.activity_retry
-        options = parse_activity_options(msgpack.unpackb(task.options, raw=False), "options")
-        return self._settings.activity_retry.overlay(options.retry)
-
-    def _fail_txn(self, cur: Cursor, attempt: FailedAttempt) -> list[Wake]:
-        """Count a failed attempt, then retry the task or resolve it with its final error."""
-        task, run, failure, error = attempt.task, attempt.run, attempt.failure, attempt.error
-        now = self._clock.now()
-        record_failure_txn(cur, self._failure_record(task, failure, attempt.worker))
-        if task.kind is TaskKind.WORKFLOW:
-            delay = self._settings.workflow_retry.delay(task.consecutive_failures + 1)
-            visible = now if attempt.immediate else now + delay
-            requeue_task_txn(cur, task, Requeue(visible_at=visible, failure=failure.reason))
-            return [(TASKS_CHANNEL, run.queue)]
-        if run.cancel_seq is not None:
-            return self._cancelled_on_failure_txn(cur, attempt)
-        policy = self._retry_policy(task)
-        retryable = error is None or not (error.non_retryable or error.type in policy.non_retryable)
-        if retryable and (task.max_attempts == 0 or task.attempt < task.max_attempts):
-            # No jitter: the delays are exactly the policy's (operators reason about them).
-            visible = now + policy.delay(task.attempt)
-            if task.close_by is None or visible < task.close_by:
-                requeue_task_txn(cur, task, Requeue(visible_at=visible, failure=failure.reason))
-                return [(TASKS_CHANNEL, run.queue)]
-        delete_task_txn(cur, task.task_id)
-        if attempt.timeout is not None:
-            payload = {"cmd": task.cmd, "timeout": attempt.timeout, "attempt": task.attempt}
-            kind = EventType.ACTIVITY_TIMED_OUT
-        else:
-            final = error or ErrorInfo(type=f"amber.{failure.reason}", message=failure.message)
-            payload = {
-                "cmd": task.cmd,
-                "error_type": final.type,
-                "message": final.message,
-                "attempt": task.attempt,
-            }
-            kind = EventType.ACTIVITY_FAILED
-        return self._life.deliver_txn(
-            cur, run, NewEvent(type=kind, payload=payload, digest=task.digest)
-        )
-
-    def _cancelled_on_failure_txn(self, cur: Cursor, attempt: FailedAttempt) -> list[Wake]:
-        """An activity that fails once its run asked to cancel is not retried: it ends
-        cancelled, with the failure in the message."""
-        task, failure = attempt.task, attempt.failure
-        cause = attempt.error or ErrorInfo(type=f"amber.{failure.reason}", message=failure.message)
-        delete_task_txn(cur, task.task_id)
-        payload = {
-            "cmd": task.cmd,
-            "message": f"cancelled: attempt {task.attempt} failed after cancellation was"
-            f" requested ({cause.type}: {cause.message})",
-        }
-        event = NewEvent(type=EventType.ACTIVITY_CANCELLED, payload=payload, digest=task.digest)
-        return self._life.deliver_txn(cur, attempt.run, event)
-
     def _poke(self, wakes: Sequence[Wake]) -> None:
         if self._notifier is not None:
             self._notifier.poke(wakes)
-
-
-def _timeout_kind(task: Task, failure: FailureReport) -> str | None:
-    """Which activity timeout a sandbox deadline kill was, if the task has one.
-
-    Workers run an activity with a task deadline under exactly that deadline (the sooner of
-    start-to-close and schedule-to-close), so the kill is that timeout, reported as the sweep
-    would have reported it.
-    """
-    if task.kind is not TaskKind.ACTIVITY or failure.reason != FailureReason.DEADLINE:
-        return None
-    if task.close_by is not None and (
-        task.attempt_deadline is None or task.close_by <= task.attempt_deadline
-    ):
-        return "schedule_to_close"
-    return "start_to_close" if task.attempt_deadline is not None else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -778,3 +626,7 @@ class LeasedTask:
     cancel_requested: bool = False
     upgrade_to: str = ""
     """Workflow tasks: an automatic upgrade version to try replaying on first."""
+    pool: str = "main"
+    """main, or surgical for a poisoned task."""
+    crash_count: int = 0
+    """Consecutive crashes of this task at its current step."""

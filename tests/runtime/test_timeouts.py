@@ -11,10 +11,12 @@ from datetime import timedelta
 
 import pytest
 
+from abi import ActivityOutcome, ActivityStatus, ErrorInfo
 from history import EventType, RunStatus
 from runtime import (
     EngineSettings,
     FailureReport,
+    LeasedTask,
     ManualClock,
     Sandbox,
 )
@@ -128,8 +130,7 @@ def test_retry_delays_follow_the_policy_exactly(srv: InProcessServer, sandbox: S
     for attempt in range(1, 5):
         task = srv.client.poll_task(worker_id="failing", wait_s=1)
         assert task is not None and task.attempt == attempt
-        report = FailureReport(reason="trap", message="boom", trap_code="unreachable")
-        srv.client.fail_task(task, report, worker_id="failing")
+        _error(srv, task)
         pending = [t for t in srv.client.describe(run).tasks if t.kind.value == "activity"]
         if not pending:
             break
@@ -138,7 +139,7 @@ def test_retry_delays_follow_the_policy_exactly(srv: InProcessServer, sandbox: S
         _advance(srv, wait)
     assert waits == [timedelta(seconds=1), timedelta(seconds=3), timedelta(seconds=5)]
     failed = [e for e in srv.client.history(run) if e.type is EventType.ACTIVITY_FAILED]
-    assert failed[0].payload["error_type"] == "amber.trap" and failed[0].payload["attempt"] == 4
+    assert failed[0].payload["error_type"] == "Declined" and failed[0].payload["attempt"] == 4
 
 
 def test_an_error_type_the_policy_names_is_not_retried(
@@ -193,11 +194,18 @@ def test_a_history_past_its_limits_warns_then_fails(make_server, modules, sandbo
     assert closed.error_type == "amber.HistoryLimitExceeded"
 
 
+def _error(srv: InProcessServer, task: LeasedTask) -> None:
+    """The activity returned an error (its retry policy decides; a crash would not count)."""
+    outcome = ActivityOutcome(
+        status=ActivityStatus.FAILED, error=ErrorInfo(type="Declined", message="card declined")
+    )
+    srv.client.complete_activity(task, outcome, worker_id="failing")
+
+
 def _fail(srv: InProcessServer) -> None:
     task = srv.client.poll_task(worker_id="failing", wait_s=1)
     assert task is not None and task.kind.value == "activity"
-    report = FailureReport(reason="trap", message="boom", trap_code="unreachable")
-    srv.client.fail_task(task, report, worker_id="failing")
+    _error(srv, task)
 
 
 def test_an_activity_failing_after_cancellation_is_not_retried(
