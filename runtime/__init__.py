@@ -14,11 +14,13 @@ enforce leases); threads running guests in parallel in one process (wasmtime-py 
 in-flight host exception in a module global).
 """
 
-from ._activity import ActivityAttempt, ActivityReport, run_activity
+from ._activity import ActivityAttempt, ActivityReport, run_activity, run_activity_request
+from ._attempts import FailureReport
+from ._bundle import Bundle
 from ._client import DEFAULT_TARGET, AmberClient, decode, encode
 from ._clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from ._engine import ENGINE_FLAGS, SandboxEngine
-from ._errors import CorruptHistory, PayloadTooLarge
+from ._errors import CorruptHistory, NotAuthorised, PayloadTooLarge
 from ._faults import (
     AbiViolation,
     DeadlineExceeded,
@@ -31,10 +33,12 @@ from ._faults import (
     NonDeterminism,
     OutOfFuel,
 )
-from ._host import ActivationKind, ActivityHost
+from ._host import ActivationKind, ActivityHost, HostCallObserver, HostCallRecord
 from ._http import HttpPolicy, check_capabilities, http_policy
 from ._lifecycle import Lifecycle, NewCommand, RunSpec
 from ._migration import RunCheck
+from ._operators import Operators, token_hash
+from ._poison import PoisonPolicy, fingerprint
 from ._projection import Projection, project
 from ._replay import (
     ActivationStats,
@@ -45,6 +49,7 @@ from ._replay import (
     activate_workflow,
     answer_query,
 )
+from ._repro import Repro
 from ._runs_service import (
     DEFAULT_TENANT,
     QueryFailed,
@@ -56,13 +61,12 @@ from ._runs_service import (
     StartRequest,
     StartResult,
 )
-from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits
+from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits, SandboxRunner
 from ._server import AmberServer, migrate_all
 from ._settings import EngineSettings, RetryPolicy
 from ._status import RemoteError
 from ._tasks_service import (
     ClaimedTask,
-    FailureReport,
     HeartbeatAck,
     LeasedTask,
     TaskService,
@@ -71,7 +75,8 @@ from ._tasks_service import (
 )
 from ._timers_service import TimerService
 from ._tracing import JsonLinesExporter, configure_tracing, tracer
-from ._worker import Worker, WorkerSettings
+from ._triage import NotTroubled, TriageAction, TriageCommand, TriageOutcome, TriageService
+from ._worker import DetailedTrace, Worker, WorkerSettings
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -86,16 +91,20 @@ __all__ = [
     "ActivityReport",
     "AmberClient",
     "AmberServer",
+    "Bundle",
     "ClaimedTask",
     "Clock",
     "CorruptHistory",
     "DeadlineExceeded",
+    "DetailedTrace",
     "EngineSettings",
     "FailureReason",
     "FailureReport",
     "GuestFault",
     "GuestTrap",
     "HeartbeatAck",
+    "HostCallObserver",
+    "HostCallRecord",
     "HttpPolicy",
     "JsonLinesExporter",
     "LeasedTask",
@@ -106,8 +115,12 @@ __all__ = [
     "ModuleUnavailable",
     "NewCommand",
     "NonDeterminism",
+    "NotAuthorised",
+    "NotTroubled",
+    "Operators",
     "OutOfFuel",
     "PayloadTooLarge",
+    "PoisonPolicy",
     "Projection",
     "QueryFailed",
     "QueryNotPublished",
@@ -115,6 +128,7 @@ __all__ = [
     "QueryTimedOut",
     "RawOutput",
     "RemoteError",
+    "Repro",
     "RetryPolicy",
     "RunCheck",
     "RunClosed",
@@ -124,12 +138,17 @@ __all__ = [
     "Sandbox",
     "SandboxEngine",
     "SandboxLimits",
+    "SandboxRunner",
     "SignalRequest",
     "StartRequest",
     "StartResult",
     "SystemClock",
     "TaskService",
     "TimerService",
+    "TriageAction",
+    "TriageCommand",
+    "TriageOutcome",
+    "TriageService",
     "Worker",
     "WorkerSettings",
     "WorkflowActivation",
@@ -141,12 +160,15 @@ __all__ = [
     "configure_tracing",
     "decode",
     "encode",
+    "fingerprint",
     "from_ms",
     "http_policy",
     "idempotency_key",
     "migrate_all",
     "project",
     "run_activity",
+    "run_activity_request",
     "to_ms",
+    "token_hash",
     "tracer",
 ]

@@ -15,7 +15,7 @@ from abi import (
 from ._faults import MalformedOutput
 from ._host import ActivationKind, ActivityHost
 from ._replay import ActivationStats
-from ._sandbox import ActivationRequest, Sandbox, SandboxLimits
+from ._sandbox import ActivationRequest, SandboxLimits, SandboxRunner
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,9 +38,10 @@ class ActivityReport:
     stats: ActivationStats
 
 
-def run_activity(sandbox: Sandbox, attempt: ActivityAttempt) -> ActivityReport:
+def run_activity(sandbox: SandboxRunner, attempt: ActivityAttempt) -> ActivityReport:
     """Run the attempt and decode its outcome. Raises `GuestFault`s."""
-    raw = sandbox.run(
+    return run_activity_request(
+        sandbox,
         ActivationRequest(
             kind=ActivationKind.ACTIVITY,
             digest=attempt.digest,
@@ -50,18 +51,24 @@ def run_activity(sandbox: Sandbox, attempt: ActivityAttempt) -> ActivityReport:
             step=attempt.cmd,
             limits=attempt.limits,
             activity=attempt.host,
-        )
+        ),
     )
+
+
+def run_activity_request(sandbox: SandboxRunner, request: ActivationRequest) -> ActivityReport:
+    """Run an activity activation whose input envelope is already built (an offline replay of
+    a recorded one) and decode its outcome. Raises `GuestFault`s."""
+    raw = sandbox.run(request)
     if raw.suspended:  # unreachable: the host refuses await_results from activities
-        raise MalformedOutput("an activity cannot suspend", run_id=attempt.input.run_id)
+        raise MalformedOutput("an activity cannot suspend", run_id=request.run_id)
     try:
         outcome = decode_activity_output(raw.envelope)
     except MalformedEnvelope as exc:
         raise MalformedOutput(
             str(exc),
-            run_id=attempt.input.run_id,
-            step=attempt.cmd,
-            digest=attempt.digest,
+            run_id=request.run_id,
+            step=request.step,
+            digest=request.digest,
             fuel_used=raw.fuel_used,
             memory_bytes=raw.memory_bytes,
         ) from None

@@ -9,17 +9,20 @@ import grpc
 import msgpack
 
 from abi import ActivityOutcome, ErrorInfo
-from history import Event, Run
+from history import Event, Run, Troubled
 from versions import ModuleVersion, TypeStatus, UploadResult
 
 from . import _mapping as m
+from ._attempts import FailureReport
 from ._clock import from_ms
 from ._migration import RunCheck
+from ._operators import OPERATOR_TOKEN_HEADER
 from ._replay import ActivationStats
 from ._runs_service import MAX_HISTORY_PAGE, RunDescription, StartResult
 from ._server import GRPC_OPTIONS
 from ._status import error_from_rpc
-from ._tasks_service import FailureReport, HeartbeatAck, LeasedTask, WorkflowCompletion
+from ._tasks_service import HeartbeatAck, LeasedTask, WorkflowCompletion
+from ._triage import TriageOutcome
 from .api import amber_pb2 as pb
 from .api import amber_pb2_grpc as pb_grpc
 
@@ -41,9 +44,13 @@ def decode(payload: bytes | None) -> Any:
 class AmberClient:
     """A connection to one Amber server. Thread-safe. Errors come back as Amber's typed errors."""
 
-    def __init__(self, target: str = DEFAULT_TARGET, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, target: str = DEFAULT_TARGET, *, timeout_s: float = 30.0, operator_token: str = ""
+    ) -> None:
         self.target = target
         self._timeout = timeout_s
+        self._operator_token = operator_token
+        """Sent with operator commands (triage) to a server that checks operator tokens."""
         self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
         self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
 
@@ -56,9 +63,21 @@ class AmberClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, rpc: Callable[..., T], request: Any, *, extra_timeout_s: float = 0.0) -> T:
+    def _call(
+        self,
+        rpc: Callable[..., T],
+        request: Any,
+        *,
+        extra_timeout_s: float = 0.0,
+        operator: bool = False,
+    ) -> T:
+        metadata = (
+            ((OPERATOR_TOKEN_HEADER, self._operator_token),)
+            if operator and self._operator_token
+            else None
+        )
         try:
-            return rpc(request, timeout=self._timeout + extra_timeout_s)
+            return rpc(request, timeout=self._timeout + extra_timeout_s, metadata=metadata)
         except grpc.RpcError as exc:
             raise error_from_rpc(exc) from None
 
@@ -296,6 +315,53 @@ class AmberClient:
         response = self._call(self._stub.MigrateRuns, request, extra_timeout_s=wait_s)
         return response.candidate, [m.run_check_from_pb(c) for c in response.runs]
 
+    # -- triage ------------------------------------------------------------------------------
+
+    def list_troubled(
+        self, *, tenant: str = "", fingerprint: str = "", limit: int = 100
+    ) -> list[Troubled]:
+        """Suspended runs and runs with a poisoned task, newest trouble first."""
+        request = pb.ListTroubledRequest(tenant=tenant, fingerprint=fingerprint, limit=limit)
+        response = self._call(self._stub.ListTroubled, request)
+        return [m.troubled_from_pb(t) for t in response.runs]
+
+    def export_run(self, run_id: str, *, operator: str = "", tenant: str = "") -> bytes:
+        """A triage bundle of the run (see `runtime.Bundle`), for an offline replay."""
+        request = pb.ExportRunRequest(run_id=run_id, operator=operator, tenant=tenant)
+        response = self._call(self._stub.ExportRun, request, extra_timeout_s=60, operator=True)
+        return bytes(response.bundle)
+
+    def triage(
+        self,
+        action: str,
+        *,
+        run_ids: Sequence[str] = (),
+        fingerprint: str = "",
+        reason: str,
+        operator: str = "",
+        tenant: str = "",
+        version: str = "",
+        step: int | None = None,
+        result: bytes = b"",
+        wait_s: float = 60.0,
+    ) -> list[TriageOutcome]:
+        """An operator command (resume, retry, skip, terminate) on runs or, in bulk, on every
+        run one fingerprint poisoned. A refusal of a single named run raises."""
+        request = pb.TriageRequest(
+            action=action,
+            run_ids=list(run_ids),
+            fingerprint=fingerprint,
+            tenant=tenant,
+            operator=operator,
+            reason=reason,
+            version=version,
+            step=step or 0,
+            has_step=step is not None,
+            result=result,
+        )
+        response = self._call(self._stub.Triage, request, extra_timeout_s=wait_s, operator=True)
+        return [m.triage_outcome_from_pb(o) for o in response.outcomes]
+
     def get_module(self, digest: str) -> bytes:
         response = self._call(self._stub.GetModule, pb.GetModuleRequest(digest=digest))
         return bytes(response.module)
@@ -303,9 +369,12 @@ class AmberClient:
     # -- workers -----------------------------------------------------------------------------
 
     def poll_task(
-        self, *, worker_id: str, queue: str = "", wait_s: float = 20.0
+        self, *, worker_id: str, queue: str = "", wait_s: float = 20.0, pool: str = ""
     ) -> LeasedTask | None:
-        request = pb.PollTaskRequest(worker_id=worker_id, queue=queue, wait_ms=int(wait_s * 1000))
+        """Lease a task of `queue`: a healthy one, or with `pool="surgical"` a poisoned one."""
+        request = pb.PollTaskRequest(
+            worker_id=worker_id, queue=queue, wait_ms=int(wait_s * 1000), pool=pool
+        )
         response = self._call(self._stub.PollTask, request, extra_timeout_s=wait_s)
         return m.leased_from_pb(response.task) if response.HasField("task") else None
 

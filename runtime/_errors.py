@@ -11,3 +11,7 @@ class PayloadTooLarge(InvalidInput):
 
 class CorruptHistory(AmberError):
     """A stored history breaks an invariant the engine itself maintains (a bug, not a guest)."""
+
+
+class NotAuthorised(AmberError):
+    """The caller may not run this command (an operator command without a valid token)."""

@@ -19,23 +19,27 @@ from abi import (
     parse_manifest,
 )
 from history import (
+    Crash,
     Discarded,
     Event,
     EventType,
     FailureRecord,
     Run,
     RunStatus,
+    Suspension,
     Task,
     TaskKind,
     TaskState,
     Timer,
     TimerKind,
+    Troubled,
     VersionUse,
     decode_payload,
     encode_payload,
 )
 from versions import ModuleVersion, TypeRollout, TypeStatus, VersionHealth, VersionStatus
 
+from ._attempts import FailureReport
 from ._clock import from_ms, to_ms
 from ._lifecycle import NewCommand
 from ._migration import RunCheck
@@ -43,11 +47,11 @@ from ._replay import ActivationStats
 from ._runs_service import RunDescription
 from ._tasks_service import (
     ClaimedTask,
-    FailureReport,
     LeasedTask,
     WorkflowCompletion,
     idempotency_key,
 )
+from ._triage import TriageOutcome
 from .api import amber_pb2 as pb
 
 
@@ -91,6 +95,9 @@ def run_to_pb(run: Run) -> pb.RunInfo:
         parent_run_id=run.parent_run_id or "",
         cancel_requested=run.cancel_seq is not None,
         cancel_reason=run.cancel_reason or "",
+        suspended_ms=_ms(run.suspension.since) if run.suspension else 0,
+        suspended_reason=run.suspension.reason if run.suspension else "",
+        suspended_fingerprint=(run.suspension.fingerprint or "") if run.suspension else "",
     )
 
 
@@ -116,6 +123,13 @@ def run_from_pb(msg: pb.RunInfo) -> Run:
         parent_run_id=msg.parent_run_id or None,
         cancel_seq=0 if msg.cancel_requested else None,
         cancel_reason=msg.cancel_reason or None,
+        suspension=Suspension(
+            since=from_ms(msg.suspended_ms),
+            reason=msg.suspended_reason,
+            fingerprint=msg.suspended_fingerprint or None,
+        )
+        if msg.suspended_ms
+        else None,
     )
 
 
@@ -155,6 +169,13 @@ def task_info_to_pb(task: Task) -> pb.TaskInfo:
         lease_expires_ms=_ms(task.lease_expires_at),
         consecutive_failures=task.consecutive_failures,
         last_failure=task.last_failure or "",
+        pool=task.pool,
+        crash_count=task.crash.count if task.crash else 0,
+        crash_fingerprint=task.crash.fingerprint if task.crash else "",
+        crash_step=(task.crash.step or 0) if task.crash else 0,
+        has_crash_step=task.crash is not None and task.crash.step is not None,
+        poisoned_ms=_ms(task.poisoned_at),
+        poison_reason=task.poison_reason or "",
     )
 
 
@@ -178,6 +199,16 @@ def task_info_from_pb(run_id: str, digest: str, msg: pb.TaskInfo) -> Task:
         consecutive_failures=msg.consecutive_failures,
         last_failure=msg.last_failure or None,
         scheduled_at=from_ms(msg.visible_ms),
+        pool=msg.pool or "main",
+        crash=Crash(
+            step=msg.crash_step if msg.has_crash_step else None,
+            fingerprint=msg.crash_fingerprint,
+            count=msg.crash_count,
+        )
+        if msg.crash_fingerprint
+        else None,
+        poisoned_at=_opt_dt(msg.poisoned_ms),
+        poison_reason=msg.poison_reason or None,
     )
 
 
@@ -196,6 +227,11 @@ def failure_to_pb(failure: FailureRecord) -> pb.FailureInfo:
         memory_bytes=failure.memory_bytes or 0,
         worker=failure.worker or "",
         time_ms=_ms(failure.created_at),
+        fingerprint=failure.fingerprint or "",
+        pool=failure.pool or "",
+        trace_id=failure.trace_id or "",
+        host_calls=list(failure.host_calls),
+        has_repro=failure.repro is not None,
     )
 
 
@@ -214,6 +250,10 @@ def failure_from_pb(run_id: str, msg: pb.FailureInfo) -> FailureRecord:
         memory_bytes=msg.memory_bytes,
         worker=msg.worker or None,
         created_at=from_ms(msg.time_ms),
+        fingerprint=msg.fingerprint or None,
+        pool=msg.pool or None,
+        trace_id=msg.trace_id or None,
+        host_calls=tuple(msg.host_calls),
     )
 
 
@@ -393,6 +433,8 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
         attempt=task.attempt,
         lease_expires_ms=_ms(task.lease_expires_at),
         tenant=run.tenant,
+        pool=task.pool,
+        crash_count=task.crash.count if task.crash else 0,
     )
     if task.kind is not TaskKind.ACTIVITY:
         msg.input = run.input
@@ -493,6 +535,12 @@ def activity_completion_from_pb(msg: pb.ActivityCompletion) -> ActivityOutcome:
     return ActivityOutcome(status=ActivityStatus.FAILED, error=error_from_pb(msg.error))
 
 
+MAX_HOST_CALLS = 32
+"""Host calls kept with a failure record."""
+MAX_REPRO_BYTES = 4 * 1024 * 1024
+"""A larger repro blob is dropped (the failure is still recorded)."""
+
+
 def failure_report_to_pb(report: FailureReport) -> pb.Failure:
     return pb.Failure(
         reason=report.reason,
@@ -502,6 +550,9 @@ def failure_report_to_pb(report: FailureReport) -> pb.Failure:
         memory_bytes=report.memory_bytes or 0,
         step=report.step or 0,
         has_step=report.step is not None,
+        trace_id=report.trace_id,
+        host_calls=list(report.host_calls),
+        repro=report.repro,
     )
 
 
@@ -513,6 +564,9 @@ def failure_report_from_pb(msg: pb.Failure) -> FailureReport:
         fuel_used=msg.fuel_used or None,
         memory_bytes=msg.memory_bytes or None,
         step=msg.step if msg.has_step else None,
+        trace_id=msg.trace_id[:64],
+        host_calls=tuple(c[:200] for c in msg.host_calls[-MAX_HOST_CALLS:]),
+        repro=msg.repro if len(msg.repro) <= MAX_REPRO_BYTES else b"",
     )
 
 
@@ -537,6 +591,8 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         deadline=_opt_dt(msg.deadline_ms),
         cancel_requested=msg.cancel_requested,
         upgrade_to=msg.upgrade_to,
+        pool=msg.pool or "main",
+        crash_count=msg.crash_count,
     )
 
 
@@ -551,3 +607,52 @@ def stats_to_pb(
         msg.host_calls = stats.host_calls
         msg.duration_us = int(stats.duration_s * 1_000_000)
     return msg
+
+
+def troubled_to_pb(t: Troubled) -> pb.TroubledRun:
+    return pb.TroubledRun(
+        run=run_to_pb(t.run),
+        task_id=t.task_id or 0,
+        task_kind=t.task_kind or "",
+        step=t.step or 0,
+        has_step=t.step is not None,
+        pool=t.pool or "",
+        reason=t.reason,
+        fingerprint=t.fingerprint or "",
+        crashes=t.crashes,
+        since_ms=_ms(t.since),
+    )
+
+
+def troubled_from_pb(msg: pb.TroubledRun) -> Troubled:
+    return Troubled(
+        run=run_from_pb(msg.run),
+        task_id=msg.task_id or None,
+        task_kind=msg.task_kind or None,
+        step=msg.step if msg.has_step else None,
+        pool=msg.pool or None,
+        reason=msg.reason,
+        fingerprint=msg.fingerprint or None,
+        crashes=msg.crashes,
+        since=from_ms(msg.since_ms),
+    )
+
+
+def triage_outcome_to_pb(o: TriageOutcome) -> pb.TriageOutcome:
+    return pb.TriageOutcome(
+        run_id=o.run_id,
+        outcome=o.outcome,
+        detail=o.detail,
+        from_digest=o.from_digest,
+        to_digest=o.to_digest,
+    )
+
+
+def triage_outcome_from_pb(msg: pb.TriageOutcome) -> TriageOutcome:
+    return TriageOutcome(
+        run_id=msg.run_id,
+        outcome=msg.outcome,
+        detail=msg.detail,
+        from_digest=msg.from_digest,
+        to_digest=msg.to_digest,
+    )

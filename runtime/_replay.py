@@ -36,7 +36,7 @@ from history import Event
 from ._faults import AbiViolation, GuestFault, MalformedOutput, NonDeterminism
 from ._host import ActivationKind
 from ._projection import Projection, RecordedCommand, project
-from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits
+from ._sandbox import ActivationRequest, RawOutput, SandboxLimits, SandboxRunner
 
 MAX_NEW_COMMANDS = 1000
 """New commands one workflow activation may issue (Temporal caps pending activities at 2,000)."""
@@ -181,7 +181,7 @@ _AWAITABLE = (ScheduleActivity, StartTimer, AwaitSignal, StartChild)
 
 
 def _check_new_commands(
-    sandbox: Sandbox,
+    sandbox: SandboxRunner,
     activation: WorkflowActivation,
     projection: Projection,
     outcome: WorkflowOutcome,
@@ -248,7 +248,10 @@ def check_determinism(
 
 
 def _run(
-    sandbox: Sandbox, activation: WorkflowActivation, projection: Projection, query: str | None
+    sandbox: SandboxRunner,
+    activation: WorkflowActivation,
+    projection: Projection,
+    query: str | None,
 ) -> RawOutput:
     envelope = encode_workflow_input(
         run_id=activation.run_id,
@@ -294,12 +297,16 @@ def _decode(raw: RawOutput, activation: WorkflowActivation) -> WorkflowOutcome:
     return outcome
 
 
-def activate_workflow(sandbox: Sandbox, activation: WorkflowActivation) -> WorkflowStep:
+def activate_workflow(sandbox: SandboxRunner, activation: WorkflowActivation) -> WorkflowStep:
     """Replay the run through its module and return what to append. Raises `GuestFault`s."""
     projection = project(activation.events)
     raw = _run(sandbox, activation, projection, None)
     outcome = _decode(raw, activation)
-    check_determinism(activation, projection, outcome)
+    try:
+        check_determinism(activation, projection, outcome)
+    except NonDeterminism as fault:
+        fault.fuel_used, fault.memory_bytes = raw.fuel_used, raw.memory_bytes
+        raise
     first_new = len(projection.commands)
     new_commands = _host_values(outcome.commands[first_new:], raw, activation)
     _check_new_commands(sandbox, activation, projection, outcome, new_commands)
@@ -336,7 +343,7 @@ class QueryResult:
     """suspended, completed, failed, ... or the failure reason if the replay faulted."""
 
 
-def answer_query(sandbox: Sandbox, activation: WorkflowActivation, name: str) -> QueryResult:
+def answer_query(sandbox: SandboxRunner, activation: WorkflowActivation, name: str) -> QueryResult:
     """Replay the run and answer with the last value it published under `name`.
 
     Nothing is appended. A replay that faults half-way still answers from what was published

@@ -268,7 +268,7 @@ class RunService:
         self._check_signal(signal)
 
         def txn(cur: Cursor) -> tuple[SignalResult, list[Wake]]:
-            run = _find_txn(cur, ref, tenant, for_update=True)
+            run = find_run_txn(cur, ref, tenant, for_update=True)
             if run.status.closed:
                 raise RunClosed(f"run {run.run_id} is {run.status.value}; it takes no signals")
             return self._signal_txn(cur, run, signal)
@@ -315,7 +315,7 @@ class RunService:
         _check_note(reason, by)
 
         def txn(cur: Cursor) -> tuple[bool, list[Wake]]:
-            run = _find_txn(cur, ref, tenant, for_update=True)
+            run = find_run_txn(cur, ref, tenant, for_update=True)
             if run.status.closed:
                 raise RunClosed(f"run {run.run_id} is already {run.status.value}")
             wakes, already = self._life.request_cancel_txn(cur, run, reason, by)
@@ -331,7 +331,7 @@ class RunService:
         _check_note(reason, by)
 
         def txn(cur: Cursor) -> tuple[Run, list[Wake]]:
-            run = _find_txn(cur, ref, tenant, for_update=True)
+            run = find_run_txn(cur, ref, tenant, for_update=True)
             if run.status.closed:
                 raise RunClosed(f"run {run.run_id} is already {run.status.value}")
             wakes = self._life.terminate_txn(cur, run, reason, by)
@@ -352,7 +352,7 @@ class RunService:
         _check_note(reason, by)
 
         def txn(cur: Cursor) -> tuple[Run, list[Wake]]:
-            old = _find_txn(cur, ref, tenant, for_update=True)
+            old = find_run_txn(cur, ref, tenant, for_update=True)
             request = ResetRequest(to_event=to_event, reason=reason, by=by)
             new_run_id, wakes = self._resetter.reset_txn(cur, old, request)
             fresh = get_run_txn(cur, new_run_id)
@@ -374,7 +374,7 @@ class RunService:
         _check_name("query name", name)
 
         def enqueue(cur: Cursor) -> tuple[int, str]:
-            run = _find_txn(cur, ref, tenant)
+            run = find_run_txn(cur, ref, tenant)
             now = self._clock.now()
             task_id = enqueue_task_txn(
                 cur,
@@ -420,13 +420,13 @@ class RunService:
 
     def get(self, ref: str, *, tenant: str = DEFAULT_TENANT) -> Run:
         """The run named by `ref` — a run id or a workflow id — in `tenant`, or `RunNotFound`."""
-        return self._db.run(lambda cur: _find_txn(cur, ref, tenant))
+        return self._db.run(lambda cur: find_run_txn(cur, ref, tenant))
 
     def describe(self, ref: str, *, tenant: str = DEFAULT_TENANT) -> RunDescription:
         """The run with its open tasks, timers, recent failures and discarded deliveries."""
 
         def txn(cur: Cursor) -> RunDescription:
-            run = _find_txn(cur, ref, tenant)
+            run = find_run_txn(cur, ref, tenant)
             return RunDescription(
                 run=run,
                 tasks=tuple(run_tasks_txn(cur, run.run_id)),
@@ -441,7 +441,7 @@ class RunService:
         """The run's events after `after_seq`, in order (at most `MAX_HISTORY_PAGE`)."""
 
         def txn(cur: Cursor) -> list[Event]:
-            run = _find_txn(cur, ref, tenant)
+            run = find_run_txn(cur, ref, tenant)
             return read_events_txn(cur, run.run_id, after_seq=after_seq, limit=MAX_HISTORY_PAGE)
 
         return self._db.run(txn)
@@ -481,7 +481,7 @@ def _drop_query_txn(cur: Cursor, task_id: int) -> None:
     take_query_answer_txn(cur, task_id)
 
 
-def _find_txn(cur: Cursor, ref: str, tenant: str, *, for_update: bool = False) -> Run:
+def find_run_txn(cur: Cursor, ref: str, tenant: str, *, for_update: bool = False) -> Run:
     """A run by run id or, failing that, by workflow id (its current run), within one tenant."""
     run: Run | None = None
     try:

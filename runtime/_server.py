@@ -22,12 +22,14 @@ from ._clock import Clock, SystemClock
 from ._http import check_capabilities
 from ._migration import MigrationService
 from ._notify import Notifier
+from ._operators import Operators
 from ._runs_service import RunService
 from ._servicer import AmberServicer
 from ._settings import EngineSettings
 from ._stats import HealthCounter
 from ._tasks_service import TaskService
 from ._timers_service import TimerService
+from ._triage import TriageService
 from .api import amber_pb2_grpc as pb_grpc
 
 _log = logging.getLogger(__name__)
@@ -98,6 +100,7 @@ class AmberServer:
         clock: Clock | None = None,
         settings: EngineSettings | None = None,
         max_threads: int = 64,
+        operators: Operators | None = None,
     ) -> None:
         self.db = db
         self.clock = clock or SystemClock()
@@ -110,6 +113,14 @@ class AmberServer:
         self.registry = versions.VersionRegistry(db, manifest_checks=(check_capabilities,))
         self.rollout = versions.Rollout(db)
         self.migration = MigrationService(db, self.clock, self.notifier, self.rollout)
+        self.triage = TriageService(
+            db,
+            self.clock,
+            self.settings,
+            self.notifier,
+            migration=self.migration,
+            registry=self.registry,
+        )
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
             options=GRPC_OPTIONS,
@@ -123,6 +134,8 @@ class AmberServer:
             self.settings.default_queue,
             self.rollout,
             self.migration,
+            self.triage,
+            operators or Operators.from_environment(),
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen

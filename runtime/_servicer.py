@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-import grpc
-
-from abi import AmberError, InvalidInput
+from abi import InvalidInput
 from history import QueryAnswer, RunQuery, RunStatus
 from versions import Rollout, VersionRegistry
 
@@ -21,9 +18,12 @@ from . import _mapping as m
 from ._clock import Clock, to_ms
 from ._migration import MigrationService
 from ._notify import Notifier
+from ._operators import Operators
+from ._rpc import rpc as _rpc
 from ._runs_service import DEFAULT_TENANT, RunService, SignalRequest, StartRequest
-from ._status import ERROR_TYPE_KEY, status_of
 from ._tasks_service import Claim, TaskService
+from ._triage import TriageService
+from ._triage_rpc import TriageRpcs
 from .api import amber_pb2 as pb
 from .api import amber_pb2_grpc as pb_grpc
 
@@ -33,26 +33,6 @@ MAX_RESULT_WAIT_S = 300.0
 _IDLE_RECHECK_S = 5.0
 """A waiting poll re-checks this often even without a notification (NOTIFY may be lost)."""
 
-R = TypeVar("R")
-
-
-def _rpc(method: Callable[..., R]) -> Callable[..., R]:
-    """Turn Amber errors into gRPC statuses carrying the error's type name."""
-
-    @functools.wraps(method)
-    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> R:
-        try:
-            return method(self, request, context)
-        except AmberError as exc:
-            context.set_trailing_metadata(((ERROR_TYPE_KEY, type(exc).__name__),))
-            context.abort(status_of(exc), str(exc))
-        except Exception:
-            _log.exception("internal error in %s", method.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}")
-        raise AssertionError("unreachable")
-
-    return wrapper
-
 
 def _wait_s(ms: int, cap: float) -> float:
     if ms < 0:
@@ -60,7 +40,7 @@ def _wait_s(ms: int, cap: float) -> float:
     return min(ms / 1000, cap)
 
 
-class AmberServicer(pb_grpc.AmberServicer):
+class AmberServicer(TriageRpcs, pb_grpc.AmberServicer):
     def __init__(
         self,
         runs: RunService,
@@ -71,7 +51,10 @@ class AmberServicer(pb_grpc.AmberServicer):
         default_queue: str,
         rollout: Rollout,
         migration: MigrationService,
+        triage: TriageService,
+        operators: Operators,
     ) -> None:
+        super().__init__(triage, operators)
         self._runs = runs
         self._tasks = tasks
         self._registry = registry
@@ -317,16 +300,20 @@ class AmberServicer(pb_grpc.AmberServicer):
         if not request.worker_id:
             raise InvalidInput("worker_id is required")
         queue = request.queue or self._default_queue
+        pool = request.pool or "main"
+        if pool not in ("main", "surgical"):
+            raise InvalidInput(f"unknown pool {pool!r} (main or surgical)")
         deadline = time.monotonic() + _wait_s(request.wait_ms, MAX_POLL_WAIT_S)
         while context.is_active():
             seen = self._notifier.task_generation(queue)
-            claimed = self._tasks.claim(queue=queue, worker=request.worker_id)
+            claimed = self._tasks.claim(queue=queue, worker=request.worker_id, pool=pool)
             if claimed is not None:
                 return pb.PollTaskResponse(task=m.claimed_to_pb(claimed))
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._notifier.wait_tasks(queue, seen, min(remaining, self._until_visible(queue)))
+            wait = min(remaining, self._until_visible(queue, pool))
+            self._notifier.wait_tasks(queue, seen, wait)
         return pb.PollTaskResponse()
 
     def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:
@@ -336,9 +323,9 @@ class AmberServicer(pb_grpc.AmberServicer):
             raise InvalidInput("worker_id is required to receive a next task")
         return Claim(queue=queue or self._default_queue, worker=worker_id)
 
-    def _until_visible(self, queue: str) -> float:
+    def _until_visible(self, queue: str, pool: str) -> float:
         """Seconds until the queue's next delayed task becomes visible (or a safety recheck)."""
-        visible_at = self._tasks.next_visible(queue)
+        visible_at = self._tasks.next_visible(queue, pool)
         if visible_at is None:
             return _IDLE_RECHECK_S
         wait = (visible_at - self._clock.now()).total_seconds()

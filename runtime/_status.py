@@ -17,8 +17,9 @@ from versions import (
     VersionNotFound,
 )
 
-from ._errors import PayloadTooLarge
+from ._errors import NotAuthorised, PayloadTooLarge
 from ._runs_service import QueryFailed, QueryTimedOut, RunClosed
+from ._triage import NotTroubled
 
 ERROR_TYPE_KEY = "amber-error-type"
 
@@ -36,7 +37,9 @@ _BY_NAME: dict[str, type[AmberError]] = {
         QueryTimedOut,
         RunClosed,
         ModuleTooLarge,
+        NotAuthorised,
         NotFound,
+        NotTroubled,
         PayloadTooLarge,
         RetryableError,
         RunNotFound,
@@ -50,6 +53,7 @@ _BY_NAME: dict[str, type[AmberError]] = {
 
 _CODES: list[tuple[type[AmberError], grpc.StatusCode]] = [
     (PayloadTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (NotAuthorised, grpc.StatusCode.PERMISSION_DENIED),
     (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (WorkflowIdInUse, grpc.StatusCode.ALREADY_EXISTS),

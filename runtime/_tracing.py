@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import IO
 
 from opentelemetry import trace
@@ -48,17 +49,25 @@ class JsonLinesExporter(SpanExporter):
             self._file.close()
 
 
-def configure_tracing(service_name: str) -> None:
-    """Install a tracer provider for this process (once), with exporters from the environment."""
+def configure_tracing(service_name: str, *, default_file: Path | None = None) -> None:
+    """Install a tracer provider for this process (once), with exporters from the environment.
+
+    `default_file`: where spans go when neither a trace file nor an OTLP endpoint is configured
+    (the surgical pool always keeps its traces).
+    """
     global _configured
     if _configured:
         return
     _configured = True
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    otlp = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
     path = os.environ.get(TRACE_FILE_ENV)
+    if not path and not otlp and default_file is not None:
+        default_file.parent.mkdir(parents=True, exist_ok=True)
+        path = str(default_file)
     if path:
         provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(path)))
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    if otlp:
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
                 OTLPSpanExporter,

@@ -17,29 +17,31 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
-from opentelemetry.trace import Span
+from opentelemetry.trace import Span, Tracer
 
 from abi import ActivityInput, AmberError, ErrorInfo, RetryableError
-from history import LeaseLost, TaskKind, VersionConflict
+from history import Event, LeaseLost, TaskKind, VersionConflict
 
 from ._activity import ActivityAttempt, run_activity
+from ._attempts import FailureReport
 from ._client import AmberClient
 from ._clock import Clock, SystemClock, to_ms
 from ._errors import PayloadTooLarge
 from ._faults import FailureReason, GuestFault, NonDeterminism
 from ._host import ActivityHost
+from ._http import HttpPolicy
 from ._lifecycle import NewCommand
 from ._replay import WorkflowActivation, WorkflowStep, activate_workflow, answer_query
-from ._sandbox import Sandbox, SandboxLimits
+from ._repro import repro_of
+from ._sandbox import ActivationRequest, RawOutput, SandboxLimits, SandboxRunner
 from ._status import RemoteError
 from ._tasks_service import (
-    FailureReport,
     HeartbeatAck,
     LeasedTask,
     WorkflowCompletion,
@@ -54,6 +56,8 @@ class WorkerSettings:
     """Which queue to serve and the sandbox budget of each kind of activation."""
 
     queue: str = "main"
+    pool: str = "main"
+    """main (healthy tasks) or surgical (poisoned tasks only, one at a time, no eager dispatch)."""
     worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     poll_wait_s: float = 20.0
     workflow_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=5.0))
@@ -158,24 +162,61 @@ class _Heartbeat(threading.Thread):
                 _log.warning("heartbeat for task %d failed: %s", task.task_id, exc)
 
 
+class DetailedTrace(Protocol):
+    """The surgical pool's extra tracing: a span per replayed event and per host call (the
+    sandbox reports host calls to the same object), and the last host calls of a failure."""
+
+    def begin(self, attributes: Mapping[str, Any]) -> None:
+        """A new activation starts (with these span attributes): forget the previous one's
+        host calls."""
+
+    def replayed(self, events: Sequence[Event], digest: str) -> None:
+        """Trace each event a workflow activation replays."""
+
+    def recent_calls(self) -> tuple[str, ...]:
+        """The last host calls of the current activation, oldest first."""
+
+
+class _Recorder:
+    """Remembers the last activation request a worker ran, for the failure's repro."""
+
+    def __init__(self, sandbox: SandboxRunner, clock: Clock) -> None:
+        self._sandbox = sandbox
+        self._clock = clock
+        self.last: tuple[ActivationRequest, datetime] | None = None
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        self.last = (request, self._clock.now())
+        return self._sandbox.run(request)
+
+    def activities(self, digest: str) -> frozenset[str]:
+        return self._sandbox.activities(digest)
+
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        return self._sandbox.http_policy(digest)
+
+
 class Worker:
     """Serves one queue until stopped. Runs one activation at a time."""
 
     def __init__(
         self,
         client: AmberClient,
-        sandbox: Sandbox,
+        sandbox: SandboxRunner,
         settings: WorkerSettings | None = None,
         clock: Clock | None = None,
+        detail: DetailedTrace | None = None,
+        spans: Tracer | None = None,
     ) -> None:
         self._client = client
-        self._sandbox = sandbox
         self.settings = settings or WorkerSettings()
         self._clock = clock or SystemClock()
+        self._sandbox = _Recorder(sandbox, self._clock)
+        self._detail = detail
         self._stop = threading.Event()
         self._heartbeat = _Heartbeat(client, self.settings.worker_id, self._clock)
         self._heartbeat.start()
-        self._tracer = tracer()
+        self._tracer = spans or tracer()
         self._started_at = self._clock.now()
         self.completed = 0
         self.failed = 0
@@ -202,7 +243,10 @@ class Worker:
         Returns whether there was any work.
         """
         task = self._client.poll_task(
-            worker_id=self.settings.worker_id, queue=self.settings.queue, wait_s=wait_s
+            worker_id=self.settings.worker_id,
+            queue=self.settings.queue,
+            wait_s=wait_s,
+            pool=self.settings.pool,
         )
         if task is None:
             return False
@@ -212,8 +256,11 @@ class Worker:
 
     @property
     def _next_queue(self) -> str | None:
-        """Ask for a next task only while not stopping (a stopping worker would strand it)."""
-        return None if self._stop.is_set() else self.settings.queue
+        """Ask for a next task only while not stopping (a stopping worker would strand it), and
+        never in the surgical pool (eager dispatch hands out healthy tasks)."""
+        if self._stop.is_set() or self.settings.pool != "main":
+            return None
+        return self.settings.queue
 
     def _execute(self, task: LeasedTask) -> LeasedTask | None:
         attributes = {
@@ -223,8 +270,12 @@ class Worker:
             "amber.step": task.cmd if task.kind is TaskKind.ACTIVITY else -1,
             "amber.attempt": task.attempt,
             "amber.module_digest": task.digest,
+            "amber.pool": self.settings.pool,
         }
         self._heartbeat.track(task)
+        self._sandbox.last = None
+        if self._detail is not None:
+            self._detail.begin(attributes)
         self._started_at = self._clock.now()
         try:
             with self._tracer.start_as_current_span(
@@ -248,8 +299,12 @@ class Worker:
         except GuestFault as fault:
             span.set_attribute("amber.failure", fault.reason.value)
             span.set_attribute("amber.step", fault.step if fault.step is not None else -1)
+            span.set_attribute("amber.fuel_used", fault.fuel_used or 0)
+            span.set_attribute("amber.memory_bytes", fault.memory_bytes or 0)
+            if fault.trap_code:
+                span.set_attribute("amber.trap_code", fault.trap_code)
             _log.info("task %d failed: %s", task.task_id, fault)
-            return self._report(task, _report_of(fault))
+            return self._report(task, self._report_of(task, fault, span))
         except (LeaseLost, VersionConflict) as exc:
             _log.info("task %d result discarded: %s", task.task_id, exc)
             return None
@@ -296,7 +351,30 @@ class Worker:
             _log.info("task %d: failure report refused, lease lost", task.task_id)
             return None
 
+    def _report_of(self, task: LeasedTask, fault: GuestFault, span: Span) -> FailureReport:
+        """The failure report, with what triage needs: the trace, the last host calls and the
+        repro of the activation."""
+        repro = b""
+        if self._sandbox.last is not None:
+            request, started_at = self._sandbox.last
+            last_seq = task.events[-1].seq if task.events else 0
+            repro = repro_of(request, started_at, last_seq).encode()
+        context = span.get_span_context()
+        return FailureReport(
+            reason=fault.reason.value,
+            message=str(fault),
+            trap_code=fault.trap_code,
+            fuel_used=fault.fuel_used,
+            memory_bytes=fault.memory_bytes,
+            step=fault.step,
+            trace_id=format(context.trace_id, "032x") if context.is_valid else "",
+            host_calls=self._detail.recent_calls() if self._detail is not None else (),
+            repro=repro,
+        )
+
     def _activation(self, task: LeasedTask, digest: str, workflow_type: str) -> WorkflowActivation:
+        if self._detail is not None:
+            self._detail.replayed(task.events, digest)
         return WorkflowActivation(
             run_id=task.run_id,
             workflow_type=workflow_type,
@@ -458,14 +536,3 @@ class Worker:
         )
         self.completed += 1
         return next_task
-
-
-def _report_of(fault: GuestFault) -> FailureReport:
-    return FailureReport(
-        reason=fault.reason.value,
-        message=str(fault),
-        trap_code=fault.trap_code,
-        fuel_used=fault.fuel_used,
-        memory_bytes=fault.memory_bytes,
-        step=fault.step,
-    )

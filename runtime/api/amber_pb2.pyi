@@ -17,7 +17,7 @@ class ErrorInfo(_message.Message):
     def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., non_retryable: _Optional[bool] = ...) -> None: ...
 
 class RunInfo(_message.Message):
-    __slots__ = ("run_id", "tenant", "workflow_id", "workflow_type", "digest", "status", "input", "result", "error", "last_seq", "created_ms", "updated_ms", "closed_ms", "queue", "parent_run_id", "cancel_requested", "cancel_reason")
+    __slots__ = ("run_id", "tenant", "workflow_id", "workflow_type", "digest", "status", "input", "result", "error", "last_seq", "created_ms", "updated_ms", "closed_ms", "queue", "parent_run_id", "cancel_requested", "cancel_reason", "suspended_ms", "suspended_reason", "suspended_fingerprint")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     WORKFLOW_ID_FIELD_NUMBER: _ClassVar[int]
@@ -35,6 +35,9 @@ class RunInfo(_message.Message):
     PARENT_RUN_ID_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REASON_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_MS_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_REASON_FIELD_NUMBER: _ClassVar[int]
+    SUSPENDED_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     tenant: str
     workflow_id: str
@@ -52,7 +55,10 @@ class RunInfo(_message.Message):
     parent_run_id: str
     cancel_requested: bool
     cancel_reason: str
-    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., digest: _Optional[str] = ..., status: _Optional[str] = ..., input: _Optional[bytes] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., last_seq: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., closed_ms: _Optional[int] = ..., queue: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., cancel_reason: _Optional[str] = ...) -> None: ...
+    suspended_ms: int
+    suspended_reason: str
+    suspended_fingerprint: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., workflow_id: _Optional[str] = ..., workflow_type: _Optional[str] = ..., digest: _Optional[str] = ..., status: _Optional[str] = ..., input: _Optional[bytes] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ..., last_seq: _Optional[int] = ..., created_ms: _Optional[int] = ..., updated_ms: _Optional[int] = ..., closed_ms: _Optional[int] = ..., queue: _Optional[str] = ..., parent_run_id: _Optional[str] = ..., cancel_requested: _Optional[bool] = ..., cancel_reason: _Optional[str] = ..., suspended_ms: _Optional[int] = ..., suspended_reason: _Optional[str] = ..., suspended_fingerprint: _Optional[str] = ...) -> None: ...
 
 class Event(_message.Message):
     __slots__ = ("seq", "type", "payload", "digest", "time_ms")
@@ -207,7 +213,7 @@ class DescribeRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "kind", "name", "cmd", "state", "attempt", "max_attempts", "visible_ms", "lease_owner", "lease_expires_ms", "consecutive_failures", "last_failure", "has_cmd")
+    __slots__ = ("task_id", "kind", "name", "cmd", "state", "attempt", "max_attempts", "visible_ms", "lease_owner", "lease_expires_ms", "consecutive_failures", "last_failure", "has_cmd", "pool", "crash_count", "crash_fingerprint", "crash_step", "has_crash_step", "poisoned_ms", "poison_reason")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -221,6 +227,13 @@ class TaskInfo(_message.Message):
     CONSECUTIVE_FAILURES_FIELD_NUMBER: _ClassVar[int]
     LAST_FAILURE_FIELD_NUMBER: _ClassVar[int]
     HAS_CMD_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    CRASH_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CRASH_FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    CRASH_STEP_FIELD_NUMBER: _ClassVar[int]
+    HAS_CRASH_STEP_FIELD_NUMBER: _ClassVar[int]
+    POISONED_MS_FIELD_NUMBER: _ClassVar[int]
+    POISON_REASON_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     kind: str
     name: str
@@ -234,10 +247,17 @@ class TaskInfo(_message.Message):
     consecutive_failures: int
     last_failure: str
     has_cmd: bool
-    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., cmd: _Optional[int] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., visible_ms: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_failure: _Optional[str] = ..., has_cmd: _Optional[bool] = ...) -> None: ...
+    pool: str
+    crash_count: int
+    crash_fingerprint: str
+    crash_step: int
+    has_crash_step: bool
+    poisoned_ms: int
+    poison_reason: str
+    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., cmd: _Optional[int] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., visible_ms: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_failure: _Optional[str] = ..., has_cmd: _Optional[bool] = ..., pool: _Optional[str] = ..., crash_count: _Optional[int] = ..., crash_fingerprint: _Optional[str] = ..., crash_step: _Optional[int] = ..., has_crash_step: _Optional[bool] = ..., poisoned_ms: _Optional[int] = ..., poison_reason: _Optional[str] = ...) -> None: ...
 
 class FailureInfo(_message.Message):
-    __slots__ = ("task_id", "kind", "cmd", "has_cmd", "attempt", "digest", "reason", "trap_code", "message", "fuel_used", "memory_bytes", "worker", "time_ms")
+    __slots__ = ("task_id", "kind", "cmd", "has_cmd", "attempt", "digest", "reason", "trap_code", "message", "fuel_used", "memory_bytes", "worker", "time_ms", "fingerprint", "pool", "trace_id", "host_calls", "has_repro")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CMD_FIELD_NUMBER: _ClassVar[int]
@@ -251,6 +271,11 @@ class FailureInfo(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
     TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_CALLS_FIELD_NUMBER: _ClassVar[int]
+    HAS_REPRO_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     kind: str
     cmd: int
@@ -264,7 +289,12 @@ class FailureInfo(_message.Message):
     memory_bytes: int
     worker: str
     time_ms: int
-    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., cmd: _Optional[int] = ..., has_cmd: _Optional[bool] = ..., attempt: _Optional[int] = ..., digest: _Optional[str] = ..., reason: _Optional[str] = ..., trap_code: _Optional[str] = ..., message: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
+    fingerprint: str
+    pool: str
+    trace_id: str
+    host_calls: _containers.RepeatedScalarFieldContainer[str]
+    has_repro: bool
+    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., cmd: _Optional[int] = ..., has_cmd: _Optional[bool] = ..., attempt: _Optional[int] = ..., digest: _Optional[str] = ..., reason: _Optional[str] = ..., trap_code: _Optional[str] = ..., message: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., worker: _Optional[str] = ..., time_ms: _Optional[int] = ..., fingerprint: _Optional[str] = ..., pool: _Optional[str] = ..., trace_id: _Optional[str] = ..., host_calls: _Optional[_Iterable[str]] = ..., has_repro: _Optional[bool] = ...) -> None: ...
 
 class TimerInfo(_message.Message):
     __slots__ = ("timer_id", "kind", "cmd", "fire_ms")
@@ -600,17 +630,19 @@ class GetModuleResponse(_message.Message):
     def __init__(self, module: _Optional[bytes] = ...) -> None: ...
 
 class PollTaskRequest(_message.Message):
-    __slots__ = ("worker_id", "queue", "wait_ms")
+    __slots__ = ("worker_id", "queue", "wait_ms", "pool")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queue: str
     wait_ms: int
-    def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    pool: str
+    def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ..., pool: _Optional[str] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested", "upgrade_to")
+    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested", "upgrade_to", "pool", "crash_count")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -630,6 +662,8 @@ class Task(_message.Message):
     DEADLINE_MS_FIELD_NUMBER: _ClassVar[int]
     CANCEL_REQUESTED_FIELD_NUMBER: _ClassVar[int]
     UPGRADE_TO_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    CRASH_COUNT_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     kind: str
@@ -649,7 +683,9 @@ class Task(_message.Message):
     deadline_ms: int
     cancel_requested: bool
     upgrade_to: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., has_heartbeat_details: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., upgrade_to: _Optional[str] = ...) -> None: ...
+    pool: str
+    crash_count: int
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., has_heartbeat_details: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., upgrade_to: _Optional[str] = ..., pool: _Optional[str] = ..., crash_count: _Optional[int] = ...) -> None: ...
 
 class PollTaskResponse(_message.Message):
     __slots__ = ("task",)
@@ -740,7 +776,7 @@ class CompleteTaskResponse(_message.Message):
     def __init__(self, next: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
 
 class Failure(_message.Message):
-    __slots__ = ("reason", "message", "trap_code", "fuel_used", "memory_bytes", "step", "has_step")
+    __slots__ = ("reason", "message", "trap_code", "fuel_used", "memory_bytes", "step", "has_step", "trace_id", "host_calls", "repro")
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TRAP_CODE_FIELD_NUMBER: _ClassVar[int]
@@ -748,6 +784,9 @@ class Failure(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     STEP_FIELD_NUMBER: _ClassVar[int]
     HAS_STEP_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    HOST_CALLS_FIELD_NUMBER: _ClassVar[int]
+    REPRO_FIELD_NUMBER: _ClassVar[int]
     reason: str
     message: str
     trap_code: str
@@ -755,7 +794,10 @@ class Failure(_message.Message):
     memory_bytes: int
     step: int
     has_step: bool
-    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., trap_code: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ...) -> None: ...
+    trace_id: str
+    host_calls: _containers.RepeatedScalarFieldContainer[str]
+    repro: bytes
+    def __init__(self, reason: _Optional[str] = ..., message: _Optional[str] = ..., trap_code: _Optional[str] = ..., fuel_used: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ..., trace_id: _Optional[str] = ..., host_calls: _Optional[_Iterable[str]] = ..., repro: _Optional[bytes] = ...) -> None: ...
 
 class FailTaskRequest(_message.Message):
     __slots__ = ("task_id", "fencing", "worker_id", "failure", "want_next", "next_queue", "run_id", "stats")
@@ -824,3 +866,105 @@ class CompleteQueryRequest(_message.Message):
 class CompleteQueryResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ListTroubledRequest(_message.Message):
+    __slots__ = ("tenant", "fingerprint", "limit")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    fingerprint: str
+    limit: int
+    def __init__(self, tenant: _Optional[str] = ..., fingerprint: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class TroubledRun(_message.Message):
+    __slots__ = ("run", "task_id", "task_kind", "step", "has_step", "pool", "reason", "fingerprint", "crashes", "since_ms")
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_KIND_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    HAS_STEP_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    CRASHES_FIELD_NUMBER: _ClassVar[int]
+    SINCE_MS_FIELD_NUMBER: _ClassVar[int]
+    run: RunInfo
+    task_id: int
+    task_kind: str
+    step: int
+    has_step: bool
+    pool: str
+    reason: str
+    fingerprint: str
+    crashes: int
+    since_ms: int
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., task_id: _Optional[int] = ..., task_kind: _Optional[str] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ..., pool: _Optional[str] = ..., reason: _Optional[str] = ..., fingerprint: _Optional[str] = ..., crashes: _Optional[int] = ..., since_ms: _Optional[int] = ...) -> None: ...
+
+class ListTroubledResponse(_message.Message):
+    __slots__ = ("runs",)
+    RUNS_FIELD_NUMBER: _ClassVar[int]
+    runs: _containers.RepeatedCompositeFieldContainer[TroubledRun]
+    def __init__(self, runs: _Optional[_Iterable[_Union[TroubledRun, _Mapping]]] = ...) -> None: ...
+
+class ExportRunRequest(_message.Message):
+    __slots__ = ("run_id", "tenant", "operator")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    tenant: str
+    operator: str
+    def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ..., operator: _Optional[str] = ...) -> None: ...
+
+class ExportRunResponse(_message.Message):
+    __slots__ = ("bundle",)
+    BUNDLE_FIELD_NUMBER: _ClassVar[int]
+    bundle: bytes
+    def __init__(self, bundle: _Optional[bytes] = ...) -> None: ...
+
+class TriageRequest(_message.Message):
+    __slots__ = ("action", "run_ids", "fingerprint", "tenant", "operator", "reason", "version", "step", "has_step", "result")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    RUN_IDS_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    HAS_STEP_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    run_ids: _containers.RepeatedScalarFieldContainer[str]
+    fingerprint: str
+    tenant: str
+    operator: str
+    reason: str
+    version: str
+    step: int
+    has_step: bool
+    result: bytes
+    def __init__(self, action: _Optional[str] = ..., run_ids: _Optional[_Iterable[str]] = ..., fingerprint: _Optional[str] = ..., tenant: _Optional[str] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., version: _Optional[str] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ..., result: _Optional[bytes] = ...) -> None: ...
+
+class TriageOutcome(_message.Message):
+    __slots__ = ("run_id", "outcome", "detail", "from_digest", "to_digest")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    FROM_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    TO_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    outcome: str
+    detail: str
+    from_digest: str
+    to_digest: str
+    def __init__(self, run_id: _Optional[str] = ..., outcome: _Optional[str] = ..., detail: _Optional[str] = ..., from_digest: _Optional[str] = ..., to_digest: _Optional[str] = ...) -> None: ...
+
+class TriageResponse(_message.Message):
+    __slots__ = ("outcomes", "operator")
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[TriageOutcome]
+    operator: str
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[TriageOutcome, _Mapping]]] = ..., operator: _Optional[str] = ...) -> None: ...

@@ -134,6 +134,21 @@ class AmberStub:
                 request_serializer=runtime_dot_api_dot_amber__pb2.MigrateRunsRequest.SerializeToString,
                 response_deserializer=runtime_dot_api_dot_amber__pb2.MigrateRunsResponse.FromString,
                 _registered_method=True)
+        self.ListTroubled = channel.unary_unary(
+                '/amber.v1.Amber/ListTroubled',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ListTroubledRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ListTroubledResponse.FromString,
+                _registered_method=True)
+        self.ExportRun = channel.unary_unary(
+                '/amber.v1.Amber/ExportRun',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ExportRunRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ExportRunResponse.FromString,
+                _registered_method=True)
+        self.Triage = channel.unary_unary(
+                '/amber.v1.Amber/Triage',
+                request_serializer=runtime_dot_api_dot_amber__pb2.TriageRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.TriageResponse.FromString,
+                _registered_method=True)
         self.PollTask = channel.unary_unary(
                 '/amber.v1.Amber/PollTask',
                 request_serializer=runtime_dot_api_dot_amber__pb2.PollTaskRequest.SerializeToString,
@@ -286,6 +301,25 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListTroubled(self, request, context):
+        """Triage of poison pills (operator commands; see runtime/_triage.py).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ExportRun(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Triage(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PollTask(self, request, context):
         """Workers.
         """
@@ -419,6 +453,21 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.MigrateRuns,
                     request_deserializer=runtime_dot_api_dot_amber__pb2.MigrateRunsRequest.FromString,
                     response_serializer=runtime_dot_api_dot_amber__pb2.MigrateRunsResponse.SerializeToString,
+            ),
+            'ListTroubled': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTroubled,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ListTroubledRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ListTroubledResponse.SerializeToString,
+            ),
+            'ExportRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportRun,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ExportRunRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ExportRunResponse.SerializeToString,
+            ),
+            'Triage': grpc.unary_unary_rpc_method_handler(
+                    servicer.Triage,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.TriageRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.TriageResponse.SerializeToString,
             ),
             'PollTask': grpc.unary_unary_rpc_method_handler(
                     servicer.PollTask,
@@ -986,6 +1035,87 @@ class Amber:
             '/amber.v1.Amber/MigrateRuns',
             runtime_dot_api_dot_amber__pb2.MigrateRunsRequest.SerializeToString,
             runtime_dot_api_dot_amber__pb2.MigrateRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTroubled(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ListTroubled',
+            runtime_dot_api_dot_amber__pb2.ListTroubledRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ListTroubledResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ExportRun',
+            runtime_dot_api_dot_amber__pb2.ExportRunRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ExportRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Triage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/Triage',
+            runtime_dot_api_dot_amber__pb2.TriageRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.TriageResponse.FromString,
             options,
             channel_credentials,
             insecure,

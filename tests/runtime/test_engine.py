@@ -86,22 +86,33 @@ def test_a_retryable_activity_error_is_retried_and_the_next_attempt_succeeds(
     assert [(f.reason, f.attempt) for f in failures] == [("application_error", 1)]
 
 
-def test_a_crashing_activity_exhausts_its_retries_and_the_workflow_sees_the_error(
+def test_a_crashing_activity_is_poisoned_not_failed(
     make_server, modules: dict[str, bytes], sandbox: Sandbox
 ) -> None:
-    fast = RetryPolicy(initial=timedelta(milliseconds=10), max_attempts=2)
-    srv = make_server(settings=EngineSettings(activity_retry=fast))
+    from runtime import PoisonPolicy
+
+    fast = PoisonPolicy(crash_backoff=timedelta(milliseconds=10))
+    srv = make_server(settings=EngineSettings(poison=fast))
     _upload(srv, modules, "hostile")
-    started = srv.client.start_run("good", {"crash": True})
-    run = drive(make_worker(srv.client, sandbox), srv.client, started.run.run_id)
-    assert run.status is RunStatus.FAILED
-    assert run.error_type == "amber.trap"
-    failures = srv.client.describe(run.run_id).recent_failures
+    run_id = srv.client.start_run("good", {"crash": True}).run.run_id
+    worker = make_worker(srv.client, sandbox)
+    for _ in range(50):
+        tasks = srv.client.describe(run_id).tasks
+        if tasks and tasks[0].pool == "surgical":
+            break
+        worker.run_once(wait_s=0.1)
+    (task,) = srv.client.describe(run_id).tasks
+    assert task.kind.value == "activity" and task.pool == "surgical"
+    assert srv.client.result(run_id).status is RunStatus.RUNNING  # crashes spend no attempts
+    failures = srv.client.describe(run_id).recent_failures
     assert [(f.reason, f.trap_code, f.attempt) for f in failures] == [
+        ("trap", "unreachable", 3),
         ("trap", "unreachable", 2),
         ("trap", "unreachable", 1),
     ]
+    assert len({f.fingerprint for f in failures}) == 1 and failures[0].fingerprint
     assert all(f.fuel_used for f in failures)
+    assert not worker.run_once(wait_s=0.2)  # the main pool does not see it any more
 
 
 def test_starting_twice_with_one_workflow_id_is_idempotent(
