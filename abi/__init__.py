@@ -71,7 +71,10 @@ from ._signatures import (
     HOST_IMPORTS,
     HOST_MODULE,
     MEMORY_EXPORT,
+    TEST_HOST_IMPORTS,
+    TEST_HOST_IMPORTS_ENV,
     Signature,
+    allowed_host_imports,
 )
 from ._wasm import WasmFormatError, custom_section, custom_sections
 
@@ -90,6 +93,8 @@ __all__ = [
     "MEMORY_EXPORT",
     "NAME",
     "PARENT_CLOSE_POLICIES",
+    "TEST_HOST_IMPORTS",
+    "TEST_HOST_IMPORTS_ENV",
     "WORKFLOW_EXPORT_PREFIX",
     "ActivityInput",
     "ActivityOptions",
@@ -120,6 +125,7 @@ __all__ = [
     "WasmFormatError",
     "WorkflowOutcome",
     "WorkflowStatus",
+    "allowed_host_imports",
     "command_kind",
     "custom_section",
     "custom_sections",

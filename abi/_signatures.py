@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 Signature = tuple[tuple[str, ...], tuple[str, ...]]
 """(parameter types, result types), e.g. (("i32", "i32"), ("i64",))."""
 
@@ -25,3 +27,26 @@ HOST_IMPORTS: dict[str, Signature] = {
     "take": (("i32", "i32"), ()),
 }
 """Everything a guest may import from module `amber`."""
+
+TEST_HOST_IMPORTS_ENV = "AMBER_TEST_HOST_IMPORTS"
+"""Set to "1" in a process to let its modules import `TEST_HOST_IMPORTS` (tests only)."""
+
+TEST_HOST_IMPORTS: dict[str, Signature] = {
+    "test_exit": (("i32",), ()),
+}
+"""Host imports that exist only for tests, and only where `TEST_HOST_IMPORTS_ENV` is "1".
+
+`test_exit(code)` ends the hosting process at once (`os._exit`): how tests crash the process
+that runs a guest.
+"""
+
+
+def allowed_host_imports() -> dict[str, Signature]:
+    """What a guest may import from module `amber` in this process.
+
+    `HOST_IMPORTS`, plus `TEST_HOST_IMPORTS` when the environment enables them. Use this (not
+    `HOST_IMPORTS`) wherever imports are checked or defined, so validation and the linker agree.
+    """
+    if os.environ.get(TEST_HOST_IMPORTS_ENV) == "1":
+        return {**HOST_IMPORTS, **TEST_HOST_IMPORTS}
+    return dict(HOST_IMPORTS)

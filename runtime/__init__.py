@@ -27,13 +27,20 @@ from ._faults import (
     FailureReason,
     GuestFault,
     GuestTrap,
+    HostCrash,
     MalformedOutput,
     MemoryLimitExceeded,
     ModuleUnavailable,
     NonDeterminism,
     OutOfFuel,
 )
-from ._host import ActivationKind, ActivityHost, HostCallObserver, HostCallRecord
+from ._host import (
+    MAX_RECORD_DETAIL,
+    ActivationKind,
+    ActivityHost,
+    HostCallObserver,
+    HostCallRecord,
+)
 from ._http import HttpPolicy, check_capabilities, http_policy
 from ._lifecycle import Lifecycle, NewCommand, RunSpec
 from ._migration import RunCheck
@@ -82,6 +89,7 @@ __all__ = [
     "DEFAULT_TARGET",
     "DEFAULT_TENANT",
     "ENGINE_FLAGS",
+    "MAX_RECORD_DETAIL",
     "AbiViolation",
     "ActivationKind",
     "ActivationRequest",
@@ -105,6 +113,7 @@ __all__ = [
     "HeartbeatAck",
     "HostCallObserver",
     "HostCallRecord",
+    "HostCrash",
     "HttpPolicy",
     "JsonLinesExporter",
     "LeasedTask",

@@ -16,7 +16,7 @@ from pathlib import Path
 import wasmtime
 
 from abi import ACTIVITY_EXPORT_PREFIX
-from versions import ArtifactCache
+from versions import ArtifactCache, InvalidModule
 
 from ._host import HostImports
 from ._http import HttpPolicy, http_policy
@@ -77,6 +77,8 @@ class SandboxEngine:
 
     def __init__(self, artifact_dir: Path, *, max_modules: int = 64) -> None:
         self.engine = _new_engine()
+        self.artifact_dir = artifact_dir
+        """Where compiled artifacts are cached (other processes may share it)."""
         self.host = HostImports()
         self._linker = wasmtime.Linker(self.engine)
         self.host.define(self._linker)
@@ -98,11 +100,14 @@ class SandboxEngine:
                 return loaded
         module = self._artifacts.load(digest, fetch)
         manifest = self._artifacts.manifest(digest, fetch)
-        loaded = LoadedModule(
-            pre=self._linker.instantiate_pre(module),
-            activities=_activities(module),
-            http=http_policy(manifest),
-        )
+        try:
+            pre = self._linker.instantiate_pre(module)
+        except wasmtime.WasmtimeError as exc:
+            # Validated modules import only what the linker defines, except test-only imports
+            # accepted where they were enabled and loaded where they are not.
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise InvalidModule(f"module {digest[:12]} does not link: {reason}") from None
+        loaded = LoadedModule(pre=pre, activities=_activities(module), http=http_policy(manifest))
         with self._lock:
             self._loaded[digest] = loaded
             while len(self._loaded) > self._max_modules:

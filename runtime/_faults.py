@@ -31,6 +31,8 @@ class FailureReason(enum.StrEnum):
     """The guest produced an argument or result above the server's payload limit."""
     APPLICATION_ERROR = "application_error"
     """An activity returned an error (not a fault of the sandbox)."""
+    HOST_CRASH = "host_crash"
+    """The process hosting the sandbox died (exit code or signal) before the activation ended."""
 
 
 class GuestFault(AmberError):
@@ -134,3 +136,13 @@ class ModuleUnavailable(GuestFault):
     """The module version could not be loaded on this worker."""
 
     reason = FailureReason.MODULE_UNAVAILABLE
+
+
+class HostCrash(GuestFault):
+    """The process hosting the sandbox died (exit code or signal) before the activation ended.
+
+    Raised by the surgical pool's `IsolatedSandbox`, whose child process ran the guest: the guest
+    (or the host code it drove) took that process down, and only that process.
+    """
+
+    reason = FailureReason.HOST_CRASH

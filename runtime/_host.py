@@ -2,7 +2,9 @@
 
 The functions are defined once on the engine's linker; each call is routed to the activation
 that is running (one per process at a time — wasmtime-py keeps a raised host exception in a
-module global while unwinding, so guests must not run on two threads at once).
+module global while unwinding, so guests must not run on two threads at once). An activation may
+ask for every host call to be reported as a `HostCallRecord` as it ends (the surgical pool streams
+them out of a process that may not survive the guest).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 import wasmtime
 
-from abi import HOST_IMPORTS, HOST_MODULE, MAX_ENVELOPE_BYTES, MAX_RANDOM_BYTES
+from abi import HOST_MODULE, MAX_ENVELOPE_BYTES, MAX_RANDOM_BYTES, allowed_host_imports
 
 from ._clock import Clock, to_ms
 from ._faults import AbiViolation, DeadlineExceeded
@@ -31,6 +33,8 @@ MAX_HANDED_OUT = 1000
 MAX_PUBLISHED_BYTES = 64 * 1024
 """A published query value, and heartbeat details, are capped at this size."""
 MAX_PUBLISHED_NAMES = 64
+MAX_RECORD_DETAIL = 200
+"""Characters of a `HostCallRecord.detail`."""
 _guest_log = logging.getLogger("amber.guest")
 
 
@@ -48,6 +52,29 @@ class Suspended(BaseException):
     def __init__(self, envelope: bytes) -> None:
         super().__init__("workflow suspended")
         self.envelope = envelope
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostCallRecord:
+    """One host import call of a guest, for operators working out what a crashing guest did.
+
+    Holds sizes and small values only, never payload bytes: records may be kept and shown where
+    the payloads themselves must not be.
+    """
+
+    name: str
+    """The import's name in module `amber`."""
+    started_ns: int
+    """Wall clock (`time.time_ns()`) when the call began."""
+    ended_ns: int
+    detail: str
+    """A short summary of the arguments and result (lengths, log level, milliseconds)."""
+    error: str | None = None
+    """The exception type name if the call failed (a workflow suspending is not a failure)."""
+
+
+HostCallObserver = Callable[[HostCallRecord], None]
+"""Receives each `HostCallRecord` of an activation as its call ends."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,6 +111,8 @@ class HostCalls:
     activity: ActivityHost | None = None
     held: bytes | None = None
     """An envelope waiting for the guest's `take` (after `http_request`)."""
+    observer: HostCallObserver | None = None
+    """Told about every host call of the activation (None: calls are not recorded)."""
 
 
 def _read(caller: wasmtime.Caller, state: HostCalls, ptr: int, length: int, cap: int) -> bytes:
@@ -103,15 +132,38 @@ def _hand_out(state: HostCalls, kind: str, value: object) -> None:
     state.handed_out.append((kind, value))
 
 
+_DETAILS: dict[str, str] = {
+    "await_results": "{1} B",
+    "now": "",
+    "random": "{1} B",
+    "log": "level {0}, {2} B",
+    "sleep": "{0} ms",
+    "publish": "name {1} B, value {3} B",
+    "heartbeat": "{1} B",
+    "cancel_requested": "",
+    "http_request": "{1} B",
+    "take": "{1} B",
+    "test_exit": "code {0}",
+}
+"""How each import's arguments (all integers: lengths, levels, ms) appear in a record."""
+
+
 class HostImports:
     """Owns the linker definitions and routes each call to the active `HostCalls`."""
 
     def __init__(self) -> None:
         self.active: HostCalls | None = None
+        self._observer: HostCallObserver | None = None
+
+    def activate(self, state: HostCalls | None) -> None:
+        """Route host calls to `state` (None between activations)."""
+        self.active = state
+        self._observer = None if state is None else state.observer
 
     def define(self, linker: wasmtime.Linker) -> None:
         i32, i64 = wasmtime.ValType.i32(), wasmtime.ValType.i64()
         types = {"i32": i32, "i64": i64}
+        imports = allowed_host_imports()
         handlers: dict[str, Callable[..., Any]] = {
             "await_results": self._await_results,
             "now": self._now,
@@ -124,10 +176,50 @@ class HostImports:
             "http_request": self._http_request,
             "take": self._take,
         }
-        assert handlers.keys() == HOST_IMPORTS.keys()
-        for name, (params, results) in HOST_IMPORTS.items():
+        test_handlers: dict[str, Callable[..., Any]] = {"test_exit": self._test_exit}
+        handlers |= {name: h for name, h in test_handlers.items() if name in imports}
+        assert handlers.keys() == imports.keys()
+        assert handlers.keys() <= _DETAILS.keys()
+        for name, (params, results) in imports.items():
             ty = wasmtime.FuncType([types[p] for p in params], [types[r] for r in results])
-            linker.define_func(HOST_MODULE, name, ty, handlers[name], access_caller=True)
+            handler = self._observed(name, handlers[name])
+            linker.define_func(HOST_MODULE, name, ty, handler, access_caller=True)
+
+    def _observed(self, name: str, handler: Callable[..., Any]) -> Callable[..., Any]:
+        template = _DETAILS[name]
+
+        def call(caller: wasmtime.Caller, *args: int) -> Any:
+            observer = self._observer
+            if observer is None:
+                return handler(caller, *args)
+            started = time.time_ns()
+            error: str | None = None
+            try:
+                result = handler(caller, *args)
+            except Suspended:
+                detail = "suspended"
+                raise
+            except BaseException as exc:
+                error = type(exc).__name__
+                detail = template.format(*args)
+                raise
+            else:
+                detail = template.format(*args)
+                if result is not None:
+                    detail = f"{detail} -> {result}".lstrip()
+                return result
+            finally:
+                observer(
+                    HostCallRecord(
+                        name=name,
+                        started_ns=started,
+                        ended_ns=time.time_ns(),
+                        detail=detail[:MAX_RECORD_DETAIL],
+                        error=error,
+                    )
+                )
+
+        return call
 
     def _state(self, name: str) -> HostCalls:
         state = self.active
@@ -233,3 +325,15 @@ class HostImports:
         if length:
             state.memory.write(caller, held, ptr)
         state.held = None
+
+    def _test_exit(self, caller: wasmtime.Caller, code: int) -> None:
+        self._state("test_exit")
+        observer = self._observer
+        if observer is not None:  # the call never returns: report it before it happens
+            now = time.time_ns()
+            observer(
+                HostCallRecord(
+                    name="test_exit", started_ns=now, ended_ns=now, detail=f"code {code}"
+                )
+            )
+        os._exit(code & 0xFF)

@@ -4,6 +4,9 @@ Every activation gets a new `Store` (so no state leaks between runs or attempts)
 from the cached `InstancePre` of its module digest. Its input envelope is written through
 `amber_alloc`; its output is read back bounds-checked. Whatever goes wrong comes out as one
 `GuestFault` subclass carrying the run, step, digest, fuel and memory used.
+
+Replay and the worker depend only on `SandboxRunner`: `Sandbox` runs guests in this process, the
+surgical pool's `IsolatedSandbox` runs each activation in a child process.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import wasmtime
 
@@ -28,7 +32,7 @@ from ._faults import (
     ModuleUnavailable,
     OutOfFuel,
 )
-from ._host import ActivationKind, ActivityHost, HostCalls, Suspended
+from ._host import ActivationKind, ActivityHost, HostCallObserver, HostCalls, Suspended
 from ._http import HttpPolicy
 
 _WASM_PAGE = 65536
@@ -64,6 +68,8 @@ class ActivationRequest:
     """A query replay (logs dropped; see `HostCalls.query`)."""
     activity: ActivityHost | None = None
     """For activities: heartbeats, cancellation and the HTTP capability."""
+    observer: HostCallObserver | None = None
+    """Told about each host call as it ends (None: calls are only counted)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +87,26 @@ class RawOutput:
     duration_s: float
     published: dict[str, bytes]
     """Query values the workflow published during the activation."""
+
+
+class SandboxRunner(Protocol):
+    """What replay and the worker need from a sandbox: run activations, describe modules.
+
+    `Sandbox` runs guests in this process; `surgical_pool.IsolatedSandbox` runs each activation in
+    a child process, for tasks whose guests crashed the worker.
+    """
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
+        ...
+
+    def activities(self, digest: str) -> frozenset[str]:
+        """The activity names a module version exports."""
+        ...
+
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        """The HTTP allowlist a module version declares (None: no HTTP capability)."""
+        ...
 
 
 @dataclass(slots=True)
@@ -153,6 +179,7 @@ class Sandbox:
             run_id=request.run_id,
             query=request.query,
             activity=request.activity,
+            observer=request.observer,
         )
         store = wasmtime.Store(self._engine.engine)
         store.set_fuel(limits.fuel)
@@ -166,7 +193,7 @@ class Sandbox:
         store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
         usage = _Usage(store=store, fuel=limits.fuel)
         host = self._engine.host
-        host.active = state
+        host.activate(state)
         try:
             envelope, suspended = self._call(pre, store, request, state, usage)
         except Suspended as signal:
@@ -180,7 +207,7 @@ class Sandbox:
         except wasmtime.WasmtimeError as exc:
             raise self._published(self._classify_error(exc, request, usage), state) from None
         finally:
-            host.active = None
+            host.activate(None)
         return RawOutput(
             envelope=envelope,
             suspended=suspended,

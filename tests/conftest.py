@@ -25,6 +25,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
+# Before any engine exists: the test guest `exiter` imports the test-only host import test_exit.
+os.environ.setdefault("AMBER_TEST_HOST_IMPORTS", "1")
+
 from history import DATABASE_URL_ENV, Database, start_embedded_postgres
 from runtime import (
     AmberClient,
@@ -47,6 +50,7 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "shipment": (ROOT / "abi" / "samples" / "shipment.c", {}),
     "payments": (ROOT / "abi" / "samples" / "payments.c", {}),
     "hostile": (ROOT / "tests" / "guests" / "hostile.c", {}),
+    "exiter": (ROOT / "tests" / "guests" / "exiter.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
     **{
         f"rollout_v{v}": (ROOT / "abi" / "samples" / "rollout.c", {"ROLLOUT_V": str(v)})
