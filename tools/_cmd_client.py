@@ -52,19 +52,20 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
         out.emit_json(out.description_json(desc))
         return 0
     print(out.run_text(desc.run))
+    if desc.run.suspension is not None:
+        s = desc.run.suspension
+        print(f"SUSPENDED since {s.since:%Y-%m-%d %H:%M:%S}: {s.reason} (see `amber triage show`)")
     if desc.tasks:
         print("\nopen tasks")
         rows = [
             [str(t.task_id), t.kind.value, t.name, "-" if t.cmd is None else str(t.cmd),
-             t.state.value, f"{t.attempt}/{t.max_attempts or '∞'}", t.lease_owner or "-",
+             t.state.value, f"{t.attempt}/{t.max_attempts or '∞'}", t.pool,
+             str(t.crash.count) if t.crash else "0", t.lease_owner or "-",
              t.last_failure or "-"]
             for t in desc.tasks
         ]  # fmt: skip
-        print(
-            out.table(
-                rows, ["TASK", "KIND", "NAME", "STEP", "STATE", "ATTEMPT", "LEASE", "LAST FAILURE"]
-            )
-        )
+        header = ["TASK", "KIND", "NAME", "STEP", "STATE", "ATTEMPT", "POOL", "CRASHES", "LEASE"]
+        print(out.table(rows, [*header, "LAST FAILURE"]))
     if desc.timers:
         print("\ntimers")
         rows = [

@@ -1,4 +1,5 @@
-"""`amber dev`: embedded PostgreSQL + server + one worker + the sample module + a demo run."""
+"""`amber dev`: embedded PostgreSQL + server + a worker (and, when it keeps serving, a surgical
+worker) + the sample module + a demo run."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
 import abi
 from history import HOME_ENV, Database, resolve_database_url
 from runtime import (
     AmberClient,
     AmberServer,
+    JsonLinesExporter,
     Sandbox,
     SandboxEngine,
     SystemClock,
@@ -22,6 +27,7 @@ from runtime import (
     WorkerSettings,
     configure_tracing,
 )
+from surgical_pool import SurgicalWorker
 
 from . import _output as out
 from ._build import build_module
@@ -52,6 +58,7 @@ def dev(args: argparse.Namespace) -> int:
     worker_thread = threading.Thread(target=worker.run, name="amber-dev-worker", daemon=True)
     worker_thread.start()
     print("[dev] worker started", flush=True)
+    surgeon = None if args.once else _surgical_worker(client, home)
     status = 0
     try:
         if not args.no_demo:
@@ -65,12 +72,31 @@ def dev(args: argparse.Namespace) -> int:
             on_signals(stop)
             stop.wait()
     finally:
+        if surgeon is not None:
+            surgeon.close()
         worker.stop()
         worker_thread.join(timeout=5)
         server.stop(grace_s=1.0)
         engine.close()
         db.close()
     return status
+
+
+def _surgical_worker(client: AmberClient, home: Path) -> SurgicalWorker:
+    """A surgical-pool worker beside the main one, tracing into $AMBER_HOME/traces."""
+    traces = home / "traces" / "surgical.jsonl"
+    traces.parent.mkdir(parents=True, exist_ok=True)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(str(traces))))
+    surgeon = SurgicalWorker(
+        client,
+        WorkerSettings(worker_id="dev-surgical", poll_wait_s=1.0),
+        artifact_dir=home / "artifacts",
+        spans=provider.get_tracer("amber"),
+    )
+    threading.Thread(target=surgeon.run, name="amber-dev-surgical", daemon=True).start()
+    print(f"[dev] surgical worker started (traces in {traces})", flush=True)
+    return surgeon
 
 
 def _demo(client: AmberClient, home: Path) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -67,28 +68,43 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
         queue=args.queue,
         poll_wait_s=args.poll_wait,
         workflow_limits=SandboxLimits(
-            fuel=args.fuel, memory_bytes=args.memory_mb * 2**20, deadline_s=args.workflow_deadline
+            fuel=args.fuel,
+            memory_bytes=(args.memory_mb or 64) * 2**20,
+            deadline_s=args.workflow_deadline,
         ),
         activity_limits=SandboxLimits(
-            fuel=args.fuel, memory_bytes=args.memory_mb * 2**20, deadline_s=args.activity_deadline
+            fuel=args.fuel,
+            memory_bytes=(args.memory_mb or 64) * 2**20,
+            deadline_s=args.activity_deadline,
         ),
     )
     return settings
 
 
 def work(args: argparse.Namespace) -> int:
-    if args.pool != "main":
-        print(
-            "error: the surgical pool arrives with poison-pill handling (issue #5)", file=sys.stderr
-        )
-        return 2
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    configure_tracing("amber-worker")
+    surgical = args.pool == "surgical"
+    traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
+    configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
     client = AmberClient(args.server)
     client.wait_ready(timeout_s=args.connect_timeout)
-    engine = SandboxEngine(Path(args.artifacts) if args.artifacts else amber_home() / "artifacts")
-    sandbox = Sandbox(engine, SystemClock(), client.get_module)
-    worker = Worker(client, sandbox, worker_settings(args))
+    artifacts = Path(args.artifacts) if args.artifacts else amber_home() / "artifacts"
+    settings = worker_settings(args)
+    if surgical:
+        from surgical_pool import SurgicalWorker, surgical_settings
+
+        if args.memory_mb is None:
+            settings = surgical_settings(settings)
+        else:
+            settings = surgical_settings(settings, memory_bytes=args.memory_mb * 2**20)
+        pool = SurgicalWorker(client, settings, artifact_dir=artifacts)
+        worker, close = pool.worker, pool.close
+    else:
+        engine = SandboxEngine(artifacts)
+        worker, close = (
+            Worker(client, Sandbox(engine, SystemClock(), client.get_module), settings),
+            engine.close,
+        )
     stop = threading.Event()
     on_signals(stop)
 
@@ -97,8 +113,13 @@ def work(args: argparse.Namespace) -> int:
         worker.stop()
 
     threading.Thread(target=stop_worker, daemon=True).start()
-    print(f"amber worker {worker.settings.worker_id} serving queue {args.queue}", flush=True)
+    where = f", traces in {traces}" if traces and not os.environ.get("AMBER_TRACE_FILE") else ""
+    print(
+        f"amber worker {worker.settings.worker_id} serving queue {args.queue}"
+        f" ({args.pool} pool{where})",
+        flush=True,
+    )
     worker.run()
-    engine.close()
+    close()
     client.close()
     return 0

@@ -57,6 +57,13 @@ def run_json(run: Run) -> dict[str, Any]:
         "last_seq": run.last_seq,
         "created_at": run.created_at.isoformat(),
         "closed_at": run.closed_at.isoformat() if run.closed_at else None,
+        "suspended": None
+        if run.suspension is None
+        else {
+            "since": run.suspension.since.isoformat(),
+            "reason": run.suspension.reason,
+            "fingerprint": run.suspension.fingerprint,
+        },
     }
 
 
@@ -105,6 +112,16 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
                 "lease_expires_at": t.lease_expires_at.isoformat() if t.lease_expires_at else None,
                 "consecutive_failures": t.consecutive_failures,
                 "last_failure": t.last_failure,
+                "pool": t.pool,
+                "crashes": None
+                if t.crash is None
+                else {
+                    "step": t.crash.step,
+                    "fingerprint": t.crash.fingerprint,
+                    "count": t.crash.count,
+                },
+                "poisoned_at": t.poisoned_at.isoformat() if t.poisoned_at else None,
+                "poison_reason": t.poison_reason,
             }
             for t in desc.tasks
         ],
@@ -120,6 +137,10 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
                 "memory_bytes": f.memory_bytes,
                 "worker": f.worker,
                 "message": f.message,
+                "pool": f.pool,
+                "fingerprint": f.fingerprint,
+                "trace_id": f.trace_id,
+                "host_calls": list(f.host_calls),
             }
             for f in desc.recent_failures
         ],

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from abi import AmberError
 
-from . import _bench, _cmd_client, _cmd_dev, _cmd_processes, _cmd_versions
+from . import _bench, _cmd_client, _cmd_dev, _cmd_processes, _cmd_triage, _cmd_versions
 from ._build import BuildError, build_module
 
 SERVER_ENV = "AMBER_SERVER"
+OPERATOR_TOKEN_ENV = "AMBER_OPERATOR_TOKEN"
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -69,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", default="main")
     p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
     p.add_argument("--fuel", type=int, default=1_000_000_000)
-    p.add_argument("--memory-mb", type=int, default=64)
+    p.add_argument(
+        "--memory-mb", type=int, help="linear memory per activation (main 64, surgical 32)"
+    )
     p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")
     p.add_argument("--activity-deadline", type=float, default=60.0, help="seconds")
     p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
@@ -161,6 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--operator", help="who (default: your user name)")
     p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the checks")
     p.set_defaults(remote=_cmd_versions.migrate)
+    _cmd_triage.register(sub, common)
     return parser
 
 
@@ -231,7 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return local(args)
         from runtime import AmberClient
 
-        with AmberClient(args.server) as client:
+        token = os.environ.get(OPERATOR_TOKEN_ENV, "")
+        with AmberClient(args.server, operator_token=token) as client:
             return int(args.remote(client, args))
     except (AmberError, BuildError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -13,8 +13,10 @@
  *   garbage (workflow, activity) returns (ptr, len) of bytes that are not valid msgpack.
  *   badptr (activity)          returns ptr 0xFFFF0000, len 0x10000: past the end of memory.
  *   boom (workflow, activity)  traps with `unreachable` straight away.
- *   crash_on (activity)        echoes its args as its result, but traps with `unreachable`
- *                              when the args map has "crash": true.
+ *   crash_on (activity)        echoes its args as its result, but when the args map has
+ *                              "crash": true it logs two lines and traps with
+ *                              `unreachable` (built with AMBER_VARIANT_FIXED: never traps —
+ *                              the "fixed version" of triage tests).
  *   sleepy_wf (workflow)       calls the `sleep` host import (10 ms) from a workflow, which the
  *                              host must refuse as an ABI violation.
  *   awaits (activity)          calls `await_results` from an activity (an ABI violation) with a
@@ -37,6 +39,9 @@
  *   family (workflow)          input {"policy": str, "child_id": str, "child_input": any}: starts
  *                              a `shipment` child with that parent-close policy and completes
  *                              with the child's result (fails with its error).
+ *   diverge (workflow)         deliberately nondeterministic: its first command is crash_on
+ *                              when history holds no command yet, `boom` when it does, so its
+ *                              second activation diverges from its own history at command 0.
  *   chatty (workflow)          input {"n": int}: records n `now` markers (history limit tests),
  *                              then waits for signal "stop".
  */
@@ -45,7 +50,7 @@
 AMBER_MANIFEST({
     "abi": 1,
     "workflows": ["spin", "hog", "garbage", "boom", "sleepy_wf", "good", "call", "fanout", "idle",
-                  "publish_then_trap", "countdown", "sleeper", "family", "chatty"],
+                  "publish_then_trap", "countdown", "sleeper", "family", "chatty", "diverge"],
     "activities": ["spin", "hog", "nap", "nap_briefly", "garbage", "badptr", "boom", "crash_on", "awaits"]
 })
 
@@ -103,6 +108,13 @@ AMBER_WORKFLOW(sleepy_wf) {
 
 AMBER_WORKFLOW(good) {
     amber_result r = amber_call_activity(wf, "crash_on", input);
+    if (!r.ok) return amber_wf_fail(wf, r.error_type, r.error_message);
+    return amber_wf_complete(wf, r.value);
+}
+
+AMBER_WORKFLOW(diverge) {
+    const char *first = wf->has_recorded && wf->recorded > 0 ? "boom" : "crash_on";
+    amber_result r = amber_call_activity(wf, first, input);
     if (!r.ok) return amber_wf_fail(wf, r.error_type, r.error_message);
     return amber_wf_complete(wf, r.value);
 }
@@ -251,7 +263,14 @@ EXPORT("amber_activity.boom") act_boom(int32_t ptr, int32_t len) {
 
 AMBER_ACTIVITY(crash_on) {
     bool crash = false;
-    if (amber_map_get_bool(args, "crash", &crash) && crash) __builtin_trap();
+#ifndef AMBER_VARIANT_FIXED
+    if (amber_map_get_bool(args, "crash", &crash) && crash) {
+        amber_log(act, 2, "crash_on: asked to crash");
+        amber_log(act, 3, "crash_on: trapping now");
+        __builtin_trap();
+    }
+#endif
+    (void)crash;
     return amber_act_complete(act, args);
 }
 

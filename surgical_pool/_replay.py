@@ -1,0 +1,178 @@
+"""Replay a triage bundle's failure offline: no database, no network, no side effects.
+
+The newest failure that carries a repro is re-run through the module bytes in the bundle, on
+the limits it ran under and with the clock reading it started at:
+
+- a workflow activation is rebuilt from the bundled history up to the position it replayed
+  (the same code path a live worker uses), and the rebuilt input envelope must hash the same as
+  the recorded one;
+- an activity activation runs its recorded input envelope, with heartbeats answered "not
+  cancelled" and the HTTP capability refused (a replay must not call out).
+
+Fuel use is deterministic, so a faithful replay fails with the same reason, the same trap code
+and the same fuel count as the recorded failure; the result says whether each matched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from abi import InvalidInput
+from history import FailureRecord
+from runtime import (
+    ActivationKind,
+    ActivationRequest,
+    ActivityHost,
+    Bundle,
+    Clock,
+    GuestFault,
+    HttpPolicy,
+    ManualClock,
+    ModuleUnavailable,
+    RawOutput,
+    Repro,
+    SandboxRunner,
+    WorkflowActivation,
+    activate_workflow,
+    run_activity_request,
+)
+
+SandboxFactory = Callable[[Callable[[str], bytes], Clock], SandboxRunner]
+"""Makes the sandbox a replay runs in, from a module source and a clock."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayResult:
+    """A recorded failure and what replaying it did."""
+
+    recorded: FailureRecord
+    reason: str
+    """The replay's failure reason, or `completed` if it did not fail."""
+    trap_code: str | None
+    fuel_used: int | None
+    memory_bytes: int | None
+    message: str
+    input_matches: bool
+    """The rebuilt input envelope hashed the same as the recorded one."""
+
+    @property
+    def reproduced(self) -> bool:
+        """Same reason, trap code and fuel count (fuel only where the failure recorded it)."""
+        r = self.recorded
+        fuel_same = r.fuel_used is None or r.fuel_used == self.fuel_used
+        return (
+            self.input_matches
+            and self.reason == r.reason
+            and (self.trap_code or None) == (r.trap_code or None)
+            and fuel_same
+        )
+
+
+class _Recording:
+    """Keeps the input of the activation it runs (to compare with the recorded hash)."""
+
+    def __init__(self, inner: SandboxRunner) -> None:
+        self._inner = inner
+        self.input: bytes | None = None
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        self.input = request.input
+        return self._inner.run(request)
+
+    def activities(self, digest: str) -> frozenset[str]:
+        return self._inner.activities(digest)
+
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        return None  # a replay has no side effects
+
+
+def failure_to_replay(bundle: Bundle, task_id: int | None = None) -> FailureRecord:
+    """The newest failure with a repro (of one task, if given)."""
+    for failure in bundle.failures:
+        if failure.repro and (task_id is None or failure.task_id == task_id):
+            return failure
+    raise InvalidInput("no failure in the bundle carries a repro to replay")
+
+
+def replay_bundle(
+    bundle: Bundle, make_sandbox: SandboxFactory, *, failure: FailureRecord | None = None
+) -> ReplayResult:
+    """Replay one failure of the bundle (default: the newest with a repro)."""
+    failure = failure or failure_to_replay(bundle)
+    assert failure.repro is not None
+    repro = Repro.decode(failure.repro)
+
+    def module_source(digest: str) -> bytes:
+        try:
+            return bundle.modules[digest]
+        except KeyError:
+            raise ModuleUnavailable(
+                f"the bundle holds no module {digest[:12]}", digest=digest
+            ) from None
+
+    sandbox = _Recording(make_sandbox(module_source, ManualClock(repro.started_at)))
+    try:
+        if repro.kind is ActivationKind.WORKFLOW:
+            _replay_workflow(bundle, repro, sandbox)
+        else:
+            _replay_activity(repro, sandbox)
+    except GuestFault as fault:
+        return _result(failure, repro, sandbox, fault.reason.value, fault)
+    return _result(failure, repro, sandbox, "completed", None)
+
+
+def _replay_workflow(bundle: Bundle, repro: Repro, sandbox: SandboxRunner) -> None:
+    last = repro.last_seq if repro.last_seq is not None else bundle.run.last_seq
+    activation = WorkflowActivation(
+        run_id=bundle.run.run_id,
+        workflow_type=bundle.run.workflow_type,
+        digest=repro.digest,
+        input=bundle.run.input,
+        events=tuple(e for e in bundle.events if e.seq <= last),
+        limits=repro.limits,
+    )
+    activate_workflow(sandbox, activation)
+
+
+def _replay_activity(repro: Repro, sandbox: SandboxRunner) -> None:
+    if repro.input is None:
+        raise InvalidInput("the activity's repro lacks its input envelope")
+    host = ActivityHost(
+        idempotency_key=repro.idempotency_key,
+        http=None,
+        heartbeat=lambda details: False,
+        cancel_requested=lambda: False,
+    )
+    request = ActivationRequest(
+        kind=ActivationKind.ACTIVITY,
+        digest=repro.digest,
+        export=repro.export,
+        input=repro.input,
+        run_id=repro.run_id,
+        step=repro.step,
+        limits=repro.limits,
+        activity=host,
+    )
+    run_activity_request(sandbox, request)
+
+
+def _result(
+    failure: FailureRecord,
+    repro: Repro,
+    sandbox: _Recording,
+    reason: str,
+    fault: GuestFault | None,
+) -> ReplayResult:
+    seen = sandbox.input
+    matches = seen is not None and hashlib.sha256(seen).hexdigest() == repro.input_sha256
+    return ReplayResult(
+        recorded=failure,
+        reason=reason,
+        trap_code=fault.trap_code if fault else None,
+        fuel_used=fault.fuel_used if fault else None,
+        memory_bytes=fault.memory_bytes if fault else None,
+        message=str(fault) if fault else "the activation completed: the failure did not recur",
+        input_matches=matches,
+    )

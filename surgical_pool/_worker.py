@@ -1,0 +1,77 @@
+"""Assemble a surgical-pool worker: isolated sandbox, detailed tracing, tighter limits.
+
+It is the ordinary `runtime.Worker` (one code path for both pools) with three differences:
+it leases only poisoned tasks (`pool="surgical"`, no eager dispatch), every activation runs in
+its own child process (`IsolatedSandbox`), and every host call and replayed event is traced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from opentelemetry.trace import Tracer
+
+from runtime import AmberClient, Clock, SystemClock, Worker, WorkerSettings
+
+from ._isolated import IsolatedSandbox
+from ._tracing import SurgicalTrace
+
+SURGICAL_MEMORY_BYTES = 32 * 1024 * 1024
+"""Linear-memory limit of a surgical activation (the main pool's default is 64 MiB): a task
+that crashed the main pool gets less room, not more."""
+
+
+def surgical_settings(
+    base: WorkerSettings, *, memory_bytes: int = SURGICAL_MEMORY_BYTES
+) -> WorkerSettings:
+    """`base` turned into a surgical worker's settings, with the tighter memory limit."""
+    return replace(
+        base,
+        pool="surgical",
+        workflow_limits=replace(
+            base.workflow_limits, memory_bytes=min(base.workflow_limits.memory_bytes, memory_bytes)
+        ),
+        activity_limits=replace(
+            base.activity_limits, memory_bytes=min(base.activity_limits.memory_bytes, memory_bytes)
+        ),
+    )
+
+
+class SurgicalWorker:
+    """A worker serving the surgical pool; `close()` after `run()` returns."""
+
+    def __init__(
+        self,
+        client: AmberClient,
+        settings: WorkerSettings,
+        *,
+        artifact_dir: Path,
+        clock: Clock | None = None,
+        spans: Tracer | None = None,
+    ) -> None:
+        """`spans`: the tracer to use (default: the process's, see `runtime.configure_tracing`)."""
+        clock = clock or SystemClock()
+        self.trace = SurgicalTrace(spans)
+        self.sandbox = IsolatedSandbox(
+            client.get_module,
+            clock,
+            artifact_dir=artifact_dir,
+            on_host_call=self.trace.on_host_call,
+        )
+        self.worker = Worker(
+            client, self.sandbox, replace(settings, pool="surgical"), clock, self.trace, spans
+        )
+
+    def run(self) -> None:
+        self.worker.run()
+
+    def run_once(self, *, wait_s: float) -> bool:
+        return self.worker.run_once(wait_s=wait_s)
+
+    def stop(self) -> None:
+        self.worker.stop()
+
+    def close(self) -> None:
+        self.worker.stop()
+        self.sandbox.close()

@@ -1,0 +1,83 @@
+"""`amber triage ...` against a real server: list, show, refusals that exit 2 with the reason, a
+terminate; and a server that checks operator tokens."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from history import Database, EventType
+from runtime import AmberClient, AmberServer, NotAuthorised, Operators, token_hash
+from tests.conftest import InProcessServer, wait_for
+from tests.tools.test_cli import amber, served  # noqa: F401  (the fixture is used by name)
+
+
+def _poisoned(srv: InProcessServer, modules: dict[str, bytes]) -> str:
+    """A run whose workflow diverges on replay: poisoned at its first failure."""
+    srv.client.upload_version(modules["hostile"], promote=True)
+    run_id = srv.client.start_run("diverge", {"x": 1}).run.run_id
+    wait_for(lambda: bool(srv.client.list_troubled()), 30, "the run to be poisoned")
+    return run_id
+
+
+def test_triage_from_the_command_line(
+    served: InProcessServer,  # noqa: F811
+    modules: dict[str, bytes],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_id = _poisoned(served, modules)
+    code, out, _ = amber(capsys, served, "triage", "list")
+    assert code == 0 and run_id in out and "poisoned" in out and "workflow:-" in out
+    code, out, _ = amber(capsys, served, "--json", "triage", "list")
+    (row,) = json.loads(out)
+    assert row["run"]["run_id"] == run_id and row["crashes"] == 1 and row["fingerprint"]
+    code, out, _ = amber(capsys, served, "triage", "show", run_id)
+    assert code == 0 and "non_determinism" in out and row["fingerprint"] in out
+    assert "pool=surgical" in out and "crashes=1" in out
+
+    code, _, err = amber(capsys, served, "triage", "retry", "--reason", "why")
+    assert code == 2 and "name a run" in err
+    code, _, err = amber(capsys, served, "triage", "skip", run_id, "--step", "0",
+                         "--result", "{nope", "--reason", "x")  # fmt: skip
+    assert code == 2 and "--result is not JSON" in err
+    code, _, err = amber(capsys, served, "triage", "resume", run_id, "--reason", "x")
+    assert code == 2 and "not suspended" in err and "use retry" in err
+
+    code, out, _ = amber(capsys, served, "triage", "terminate", run_id, "--reason", "a test",
+                         "--operator", "ops")  # fmt: skip
+    assert code == 0 and f"{run_id}: terminated" in out
+    assert amber(capsys, served, "triage", "list")[1].strip() == "no suspended or poisoned runs"
+    closing = served.client.history(run_id)[-1]
+    assert closing.type is EventType.RUN_TERMINATED and closing.payload["by"] == "ops"
+
+
+def test_a_server_with_operator_tokens_takes_the_operator_from_the_token(
+    db: Database,
+    modules: dict[str, bytes],
+    sandbox: object,
+    served: InProcessServer,  # noqa: F811  (poisons the run: its worker serves this database)
+    tmp_path: Path,
+) -> None:
+    tokens = tmp_path / "operators"
+    tokens.write_text(f"alice {token_hash('alice-token')}\n")
+    server = AmberServer(db, listen="127.0.0.1:0", operators=Operators.from_file(tokens))
+    target = f"127.0.0.1:{server.start()}"
+    try:
+        run_id = _poisoned(served, modules)
+        for token in ("", "mallory"):
+            with AmberClient(target, operator_token=token) as client:
+                with pytest.raises(NotAuthorised):
+                    client.triage("retry", run_ids=[run_id], reason="x", operator="alice")
+                with pytest.raises(NotAuthorised):
+                    client.export_run(run_id, operator="alice")
+        with AmberClient(target, operator_token="alice-token") as client:
+            with pytest.raises(NotAuthorised, match="belongs to 'alice'"):
+                client.triage("retry", run_ids=[run_id], reason="x", operator="bob")
+            (outcome,) = client.triage("retry", run_ids=[run_id], reason="try again")
+            assert outcome.outcome == "retried"
+        (event,) = [e for e in served.client.history(run_id) if e.type is EventType.RUN_RESUMED]
+        assert event.payload["by"] == "alice"
+    finally:
+        server.stop(grace_s=0.5)
