@@ -68,6 +68,8 @@ def test_fifty_runs_survive_a_worker_killed_mid_way(
     # With 50 runs queued, the worker always holds a lease (eager dispatch hands it the next task
     # as it reports the last), so the kill strands exactly one task until its lease expires.
     assert len(lost) == 1
+    # ... and that loss is one crash of that task: fingerprinted, counted, not poisoned.
+    assert lost[0].fingerprint and lost[0].pool == "main"
     assert server.popen.poll() is None
     client.close()
 
