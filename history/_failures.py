@@ -97,10 +97,24 @@ def _failure(row: tuple[Any, ...]) -> FailureRecord:
     )
 
 
-def run_failures_txn(cur: Cursor, run_id: str, *, limit: int = 20) -> list[FailureRecord]:
-    """The most recent failures of a run, newest first."""
+def run_failures_txn(
+    cur: Cursor, run_id: str, *, limit: int = 20, repros: bool = False
+) -> list[FailureRecord]:
+    """The most recent failures of a run, newest first.
+
+    Repros (up to 4 MiB each) are loaded only with `repros`, and then only the newest of each
+    task's fingerprint (an older one reproduces the same crash); the others come back as `b""`,
+    meaning "recorded, not loaded".
+    """
+    repro = (
+        "CASE WHEN repro IS NULL THEN NULL WHEN row_number() OVER (PARTITION BY task_id,"
+        " fingerprint ORDER BY failure_id DESC) = 1 THEN repro ELSE ''::bytea END"
+        if repros
+        else "CASE WHEN repro IS NULL THEN NULL ELSE ''::bytea END"
+    )
+    columns = _COLUMNS.replace("repro", repro)
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_task_failures WHERE run_id = %s"
+        f"SELECT {columns} FROM amber_task_failures WHERE run_id = %s"
         " ORDER BY failure_id DESC LIMIT %s",
         (run_id, limit),
     )

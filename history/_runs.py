@@ -248,7 +248,8 @@ class RunClosing:
 def close_run_txn(cur: Cursor, run_id: str, closing: RunClosing, now: datetime) -> None:
     cur.execute(
         "UPDATE amber_runs SET status = %s, result = %s, error_type = %s, error_message = %s,"
-        " closed_at = %s, updated_at = %s WHERE run_id = %s",
+        " closed_at = %s, updated_at = %s, suspended_at = NULL, suspended_reason = NULL,"
+        " suspended_fingerprint = NULL WHERE run_id = %s",
         (
             closing.status.value,
             closing.result,

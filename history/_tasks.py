@@ -81,6 +81,8 @@ class Task:
     """The consecutive crashes of this task at one step with one fingerprint."""
     poisoned_at: datetime | None = None
     poison_reason: str | None = None
+    crashed_attempts: int = 0
+    """Attempts that ended in a crash: they do not count against `max_attempts`."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,7 +119,7 @@ _COLUMNS = (
     " lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,"
     " scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,"
     " heartbeat_details, cancel_requested, claimed_seq, upgrade_offer, pool, crash_step,"
-    " crash_fingerprint, crash_count, poisoned_at, poison_reason"
+    " crash_fingerprint, crash_count, poisoned_at, poison_reason, crashed_attempts"
 )
 
 
@@ -126,7 +128,8 @@ def _task(row: tuple[Any, ...]) -> Task:
      lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,
      scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,
      heartbeat_details, cancel_requested, claimed_seq, upgrade_offer, pool, crash_step,
-     crash_fingerprint, crash_count, poisoned_at, poison_reason) = row  # fmt: skip
+     crash_fingerprint, crash_count, poisoned_at, poison_reason,
+     crashed_attempts) = row  # fmt: skip
     return Task(
         task_id=task_id,
         run_id=run_id,
@@ -161,6 +164,7 @@ def _task(row: tuple[Any, ...]) -> Task:
         else Crash(step=crash_step, fingerprint=crash_fingerprint, count=crash_count),
         poisoned_at=poisoned_at,
         poison_reason=poison_reason,
+        crashed_attempts=crashed_attempts,
     )
 
 
@@ -306,6 +310,12 @@ def extend_lease_txn(
     return bool(row[0])
 
 
+def delete_pending_task_txn(cur: Cursor, task_id: int) -> bool:
+    """Delete a task only if no worker holds it (compare-and-set); False if one does."""
+    cur.execute("DELETE FROM amber_tasks WHERE task_id = %s AND state = 'pending'", (task_id,))
+    return cur.rowcount == 1
+
+
 def delete_task_txn(cur: Cursor, task_id: int) -> None:
     cur.execute("DELETE FROM amber_tasks WHERE task_id = %s", (task_id,))
 
@@ -333,12 +343,24 @@ class Requeue:
     """The task's crash counter after this failure (None: it was not a crash)."""
     poisoned_at: datetime | None = None
     poison_reason: str | None = None
+    crashed: bool = False
+    """The failed attempt was a crash (counted apart from the retry budget)."""
 
+
+_HELD_IF_SUSPENDED = (
+    "CASE WHEN EXISTS (SELECT 1 FROM amber_runs r WHERE r.run_id = amber_tasks.run_id"
+    " AND r.suspended_at IS NOT NULL) THEN 'held' ELSE {pool} END"
+)
+"""A suspended run's tasks stay held whatever happens to them (a task that was leased when its
+run was suspended is held as soon as it returns)."""
 
 _CRASH_SET = (
-    "pool = %(pool)s, crash_step = %(crash_step)s, crash_fingerprint = %(crash_fingerprint)s,"
+    "pool = "
+    + _HELD_IF_SUSPENDED.format(pool="%(pool)s")
+    + ", crash_step = %(crash_step)s, crash_fingerprint = %(crash_fingerprint)s,"
     " crash_count = %(crash_count)s, poisoned_at = %(poisoned_at)s,"
-    " poison_reason = %(poison_reason)s"
+    " poison_reason = %(poison_reason)s,"
+    " crashed_attempts = crashed_attempts + %(crashed)s"
 )
 
 
@@ -351,6 +373,7 @@ def _crash_params(requeue: Requeue) -> dict[str, Any]:
         "crash_count": 0 if crash is None else crash.count,
         "poisoned_at": requeue.poisoned_at,
         "poison_reason": requeue.poison_reason,
+        "crashed": 1 if requeue.crashed else 0,
     }
 
 
@@ -413,7 +436,9 @@ def release_task_txn(cur: Cursor, task: Task, now: datetime) -> None:
     cur.execute(
         "UPDATE amber_tasks SET state = 'pending', lease_owner = NULL, lease_expires_at = NULL,"
         " visible_at = %s, attempt_deadline = NULL, heartbeat_by = NULL, timeout_at = close_by,"
-        " upgrade_offer = NULL WHERE task_id = %s",
+        " upgrade_offer = NULL, pool = "
+        + _HELD_IF_SUSPENDED.format(pool="pool")
+        + " WHERE task_id = %s",
         (now, task.task_id),
     )
 
@@ -429,9 +454,11 @@ def expired_leases_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[
 
 
 def timed_out_tasks_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[Task]:
-    """Lock tasks one of whose activity timeouts has passed."""
+    """Lock tasks one of whose activity timeouts has passed. A suspended run's held tasks are
+    left alone: its time is frozen until an operator releases it (deadlines that passed
+    meanwhile are enforced then)."""
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_tasks WHERE timeout_at < %s"
+        f"SELECT {_COLUMNS} FROM amber_tasks WHERE timeout_at < %s AND pool <> 'held'"
         " ORDER BY timeout_at LIMIT %s FOR UPDATE SKIP LOCKED",
         (now, limit),
     )
@@ -450,9 +477,13 @@ def defer_task_txn(cur: Cursor, task_id: int, until: datetime) -> None:
     )
 
 
-def run_tasks_txn(cur: Cursor, run_id: str) -> list[Task]:
-    """The tasks of one run (for describing it)."""
-    cur.execute(f"SELECT {_COLUMNS} FROM amber_tasks WHERE run_id = %s ORDER BY task_id", (run_id,))
+def run_tasks_txn(cur: Cursor, run_id: str, *, for_update: bool = False) -> list[Task]:
+    """The tasks of one run (for describing it; `for_update` locks them, so that no claim,
+    report or sweep changes them until the transaction ends)."""
+    lock = " FOR UPDATE" if for_update else ""
+    cur.execute(
+        f"SELECT {_COLUMNS} FROM amber_tasks WHERE run_id = %s ORDER BY task_id{lock}", (run_id,)
+    )
     return [_task(row) for row in cur.fetchall()]
 
 

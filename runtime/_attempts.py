@@ -94,7 +94,7 @@ class Attempts:
             return self._crash_txn(cur, attempt, step, mark)
         if task.kind is TaskKind.WORKFLOW:  # not a crash, yet a failure: retry with backoff
             delay = self._settings.workflow_retry.delay(task.consecutive_failures + 1)
-            requeue = Requeue(visible_at=self._clock.now() + delay, failure=failure.reason)
+            requeue = _keeping_poison(task, self._clock.now() + delay, failure.reason)
             requeue_task_txn(cur, task, requeue)
             return [(TASKS_CHANNEL, run.queue)]
         return self._activity_failed_txn(cur, attempt)
@@ -114,6 +114,7 @@ class Attempts:
         requeue = Requeue(
             visible_at=verdict.visible_at,
             failure=failure.reason,
+            crashed=True,  # counted apart: a crash spends no retry attempt
             pool=verdict.pool,
             crash=verdict.crash,
             poisoned_at=verdict.poisoned_at,
@@ -150,11 +151,12 @@ class Attempts:
             return self._cancelled_on_failure_txn(cur, attempt)
         policy = self._retry_policy(task)
         retryable = error is None or not (error.non_retryable or error.type in policy.non_retryable)
-        if retryable and (task.max_attempts == 0 or task.attempt < task.max_attempts):
+        spent = task.attempt - task.crashed_attempts  # attempts that did not crash
+        if retryable and (task.max_attempts == 0 or spent < task.max_attempts):
             # No jitter: the delays are exactly the policy's (operators reason about them).
-            visible = self._clock.now() + policy.delay(task.attempt)
+            visible = self._clock.now() + policy.delay(spent)
             if task.close_by is None or visible < task.close_by:
-                requeue_task_txn(cur, task, Requeue(visible_at=visible, failure=failure.reason))
+                requeue_task_txn(cur, task, _keeping_poison(task, visible, failure.reason))
                 return [(TASKS_CHANNEL, run.queue)]
         delete_task_txn(cur, task.task_id)
         if attempt.timeout is not None:
@@ -249,6 +251,20 @@ class Attempts:
             return self._settings.activity_retry
         options = parse_activity_options(msgpack.unpackb(task.options, raw=False), "options")
         return self._settings.activity_retry.overlay(options.retry)
+
+
+def _keeping_poison(task: Task, visible_at: datetime, failure: str) -> Requeue:
+    """A retry after a failure that is not a crash (an activity's own error, a timeout): the
+    task's crash series and poisoning are neither advanced nor forgiven — only a success or an
+    operator ends them."""
+    return Requeue(
+        visible_at=visible_at,
+        failure=failure,
+        pool=task.pool,
+        crash=task.crash,
+        poisoned_at=task.poisoned_at,
+        poison_reason=task.poison_reason,
+    )
 
 
 def timeout_kind(task: Task, failure: FailureReport) -> str | None:

@@ -3,8 +3,9 @@
 One msgpack file: the run (input, type, pinned digest, suspension), its whole history, the bytes
 of every module version the history, the run or a failure names, and the run's failure records
 with their repros. Replaying it needs no database and no network (`surgical_pool.replay_bundle`).
-Module bytes are checked against their digests when a bundle is read, so a bundle that was
-altered in transit is refused rather than replayed into a misleading result.
+Module bytes are checked against their digests when a bundle is read, so replaying other code
+than the run's is refused. The rest is not signed: a bundle is evidence the operator holds, and
+a replay compares against the failure records inside it.
 
 Rejected: a tarball of JSON files (bytes payloads would need base64 and a second format); a
 database dump (ties the laptop to PostgreSQL and leaks every other run).
@@ -36,7 +37,10 @@ from ._clock import from_ms, to_ms
 BUNDLE_FORMAT = "amber-triage-bundle"
 BUNDLE_VERSION = 1
 MAX_BUNDLE_FAILURES = 200
-"""The most recent failures a bundle carries (with their repros)."""
+"""The most recent failures a bundle carries."""
+MAX_BUNDLE_REPRO_BYTES = 24 * 1024 * 1024
+"""Repro bytes a bundle carries (the newest first; one per task and fingerprint): with modules
+and history it stays well inside one 64 MiB response."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

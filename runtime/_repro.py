@@ -80,6 +80,8 @@ class Repro:
         """Parse a stored repro; raises `InvalidInput` for anything that is not one."""
         try:
             doc: dict[str, Any] = msgpack.unpackb(data, raw=False)
+            if not isinstance(doc, dict):
+                raise InvalidInput("not a repro (not a map)")
             if doc.get("v") != REPRO_VERSION:
                 raise InvalidInput(f"repro format {doc.get('v')!r} is not {REPRO_VERSION}")
             fuel, memory, deadline, table, output = doc["limits"]
@@ -98,12 +100,18 @@ class Repro:
                 ),
                 started_at=from_ms(int(doc["started_ms"])),
                 input_sha256=str(doc["input_sha256"]),
-                input=doc.get("input"),
+                input=_optional_bytes(doc.get("input")),
                 last_seq=doc.get("last_seq"),
                 idempotency_key=str(doc.get("idempotency_key") or ""),
             )
         except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
             raise InvalidInput(f"not a repro: {exc}") from None
+
+
+def _optional_bytes(value: object) -> bytes | None:
+    if value is not None and not isinstance(value, bytes):
+        raise TypeError("input is not bytes")
+    return value
 
 
 def repro_of(request: ActivationRequest, started_at: datetime, last_seq: int | None) -> Repro:

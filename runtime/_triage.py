@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+import msgpack
 
 from abi import AmberError, Conflict, InvalidInput
 from history import (
@@ -42,7 +44,7 @@ from history import (
     Troubled,
     VersionConflict,
     append_events_txn,
-    delete_task_txn,
+    delete_pending_task_txn,
     get_run_txn,
     notify_txn,
     read_events_txn,
@@ -56,8 +58,9 @@ from history import (
 )
 from versions import VersionRegistry, version_for_type_txn
 
-from ._bundle import MAX_BUNDLE_FAILURES, Bundle
+from ._bundle import MAX_BUNDLE_FAILURES, MAX_BUNDLE_REPRO_BYTES, Bundle
 from ._clock import Clock
+from ._errors import PayloadTooLarge
 from ._lifecycle import Lifecycle, Wake
 from ._migration import MigrationService
 from ._notify import Notifier
@@ -115,6 +118,19 @@ class TriageOutcome:
     to_digest: str = ""
 
 
+def _within_budget(failures: Sequence[FailureRecord]) -> list[FailureRecord]:
+    """Keep repros, newest first, while they fit `MAX_BUNDLE_REPRO_BYTES`; older ones are left
+    out (marked `b""`: recorded, not exported) so the bundle fits one response."""
+    kept, used = [], 0
+    for failure in failures:
+        size = len(failure.repro or b"")
+        if size and used + size > MAX_BUNDLE_REPRO_BYTES:
+            failure = replace(failure, repro=b"")
+        used += len(failure.repro or b"")
+        kept.append(failure)
+    return kept
+
+
 def _troubled_tasks(tasks: Sequence[Task]) -> list[Task]:
     return [t for t in tasks if t.poisoned_at is not None or t.pool != "main"]
 
@@ -163,7 +179,9 @@ class TriageService:
                 events += page
                 if len(page) < 1000:
                     break
-            failures = run_failures_txn(cur, run.run_id, limit=MAX_BUNDLE_FAILURES)
+            failures = _within_budget(
+                run_failures_txn(cur, run.run_id, limit=MAX_BUNDLE_FAILURES, repros=True)
+            )
             digests = {run.digest, *(e.digest for e in events), *(f.digest for f in failures)}
             record_audit_txn(
                 cur,
@@ -193,6 +211,8 @@ class TriageService:
         """Carry out an operator command on each of its runs. A named single run's refusal
         raises; in bulk, each run's outcome is reported and the others go on."""
         _check_command(command)
+        if command.action is TriageAction.SKIP:
+            self._check_result(command.result)
         if command.run_ids:
             runs = list(dict.fromkeys(command.run_ids))
         else:
@@ -211,6 +231,16 @@ class TriageService:
                 outcomes.append(TriageOutcome(run_id=ref, outcome="refused", detail=str(exc)))
         return outcomes
 
+    def _check_result(self, result: bytes) -> None:
+        """A skipped step's result is held to the same rules as an activity's own result."""
+        limit = self._settings.max_payload_bytes
+        if len(result) > limit:
+            raise PayloadTooLarge(f"the result is {len(result)} bytes; the limit is {limit}")
+        try:
+            msgpack.unpackb(result, raw=False)
+        except (ValueError, msgpack.UnpackException) as exc:
+            raise InvalidInput(f"the result is not msgpack: {exc}") from None
+
     # -- one run -------------------------------------------------------------------------------
 
     def _one(self, command: TriageCommand, ref: str) -> TriageOutcome:
@@ -225,23 +255,21 @@ class TriageService:
             assert current is not None
             if current.status.closed:
                 raise RunClosed(f"run {current.run_id} is already {current.status.value}")
-            tasks = run_tasks_txn(cur, current.run_id)
+            # Locked: a claim skips these rows, a report or sweep waits, until this commits.
+            tasks = run_tasks_txn(cur, current.run_id, for_update=True)
             troubled = _troubled_tasks(tasks)
+            _check_troubled(current, troubled, command)
             if command.action is TriageAction.TERMINATE:
                 return self._terminate_txn(cur, current, command)
-            if current.suspension is None and not troubled:
-                raise NotTroubled(f"run {current.run_id} is neither suspended nor poisoned")
             if any(t.state is TaskState.LEASED for t in troubled):
                 raise Conflict(
                     f"run {current.run_id}: its poisoned task is running in the surgical pool"
                     " right now; try again when that attempt ends"
                 )
-            if command.action is TriageAction.RESUME and current.suspension is None:
-                raise NotTroubled(
-                    f"run {current.run_id} is not suspended (its task is poisoned: use retry)"
-                )
             if command.action is TriageAction.SKIP:
                 return self._skip_txn(cur, current, troubled, command)
+            if target and target != current.digest and checked_seq is None:
+                raise Conflict(f"run {current.run_id} moved while it was checked; run it again")
             return self._release_txn(cur, current, troubled, command, target, checked_seq)
 
         try:
@@ -333,9 +361,10 @@ class TriageService:
         outcome = TriageOutcome(
             run_id=run.run_id, outcome="skipped", from_digest=run.digest, to_digest=run.digest
         )
+        if not delete_pending_task_txn(cur, task.task_id):
+            raise Conflict(f"run {run.run_id}: step {task.cmd} is running; try again later")
         self._resumed_txn(cur, run, command, outcome, step=task.cmd)
         release_run_txn(cur, run.run_id, self._clock.now())
-        delete_task_txn(cur, task.task_id)
         completed = NewEvent(
             type=EventType.ACTIVITY_COMPLETED,
             payload={
@@ -406,6 +435,20 @@ class TriageService:
                 at=self._clock.now(),
             ),
         )
+
+
+def _check_troubled(run: Run, troubled: Sequence[Task], command: TriageCommand) -> None:
+    """Refuse a command on a run that is not (or no longer) in the trouble it names."""
+    if run.suspension is None and not troubled:
+        raise NotTroubled(f"run {run.run_id} is neither suspended nor poisoned")
+    if command.action is TriageAction.RESUME and run.suspension is None:
+        raise NotTroubled(f"run {run.run_id} is not suspended (its task is poisoned: use retry)")
+    if command.fingerprint:  # bulk: the run was listed outside this transaction
+        marks = {t.crash.fingerprint for t in troubled if t.crash is not None}
+        if run.suspension is not None and run.suspension.fingerprint:
+            marks.add(run.suspension.fingerprint)
+        if command.fingerprint not in marks:
+            raise NotTroubled(f"run {run.run_id} is no longer troubled by {command.fingerprint}")
 
 
 def _check_command(command: TriageCommand) -> None:

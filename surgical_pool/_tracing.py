@@ -27,6 +27,9 @@ from runtime import HostCallRecord
 
 _EVENT_SPAN_LIMIT = 10_000
 """Replayed events traced per activation (a history is capped well below this anyway)."""
+HOST_CALL_SPAN_LIMIT = 1_000
+"""Host calls traced per activation: a guest looping on `log` must not flood the exporter. One
+`amber.host.truncated` span marks where tracing stopped; the recent-calls list goes on."""
 
 
 class SurgicalTrace:
@@ -36,14 +39,23 @@ class SurgicalTrace:
         self._tracer = tracer or trace.get_tracer("amber.surgical")
         self._recent: collections.deque[str] = collections.deque(maxlen=keep)
         self._attributes: dict[str, Any] = {}
+        self._spans = 0
 
     def begin(self, attributes: Mapping[str, Any]) -> None:
         """A new activation starts (its attributes go on every span)."""
         self._recent.clear()
         self._attributes = dict(attributes)
+        self._spans = 0
 
     def on_host_call(self, record: HostCallRecord) -> None:
         """Trace one host call (called by the sandbox, on the worker's thread)."""
+        self._recent.append(_summary(record))
+        self._spans += 1
+        if self._spans > HOST_CALL_SPAN_LIMIT:
+            if self._spans == HOST_CALL_SPAN_LIMIT + 1:
+                note = {**self._attributes, "amber.host_calls.traced": HOST_CALL_SPAN_LIMIT}
+                self._tracer.start_span("amber.host.truncated", attributes=note).end()
+            return
         attributes = {
             **self._attributes,
             "amber.host_call": record.name,
@@ -58,7 +70,6 @@ class SurgicalTrace:
         if record.error:
             span.set_status(trace.Status(trace.StatusCode.ERROR, record.error))
         span.end(end_time=max(record.ended_ns, record.started_ns))
-        self._recent.append(_summary(record))
 
     def replayed(self, events: Sequence[Event], digest: str) -> None:
         """Trace each history event a workflow activation replays on `digest`."""

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import getpass
 import json
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,9 +27,14 @@ from runtime import AmberClient, Bundle, TriageOutcome
 from . import _output as out
 
 _WIDTH = 12
+OPERATOR_TOKEN_ENV = "AMBER_OPERATOR_TOKEN"
 
 
 def _operator(args: argparse.Namespace) -> str:
+    """The operator to name: with a token the server takes the name from the token (a name
+    given here must match it); without one, the user name stands in."""
+    if os.environ.get(OPERATOR_TOKEN_ENV):
+        return str(args.operator or "")
     return str(args.operator or getpass.getuser())
 
 

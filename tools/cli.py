@@ -14,7 +14,6 @@ from . import _bench, _cmd_client, _cmd_dev, _cmd_processes, _cmd_triage, _cmd_v
 from ._build import BuildError, build_module
 
 SERVER_ENV = "AMBER_SERVER"
-OPERATOR_TOKEN_ENV = "AMBER_OPERATOR_TOKEN"
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -235,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return local(args)
         from runtime import AmberClient
 
-        token = os.environ.get(OPERATOR_TOKEN_ENV, "")
+        token = os.environ.get(_cmd_triage.OPERATOR_TOKEN_ENV, "")
         with AmberClient(args.server, operator_token=token) as client:
             return int(args.remote(client, args))
     except (AmberError, BuildError) as exc:

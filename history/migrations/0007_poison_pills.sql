@@ -3,12 +3,14 @@
 -- (its run is suspended for an operator: nobody leases it). The crash counter is keyed by the
 -- failing step and a fingerprint of the failure, on the task row, changed in the transaction
 -- that records the failure. Suspension is a lifecycle state on the run, apart from its status,
--- so releasing it restores exactly where the run was.
+-- so releasing it restores exactly where the run was. Attempts that crashed are counted apart
+-- so that they do not spend the activity's retry budget.
 ALTER TABLE amber_tasks
     ADD COLUMN pool              text NOT NULL DEFAULT 'main',
     ADD COLUMN crash_step        integer,
     ADD COLUMN crash_fingerprint text,
     ADD COLUMN crash_count       integer NOT NULL DEFAULT 0,
+    ADD COLUMN crashed_attempts  integer NOT NULL DEFAULT 0,  -- attempts that ended in a crash
     ADD COLUMN poisoned_at       timestamptz,
     ADD COLUMN poison_reason     text,
     ADD CONSTRAINT amber_task_pool CHECK (pool IN ('main', 'surgical', 'held'));

@@ -115,7 +115,7 @@ def test_a_repro_round_trips_and_garbage_is_refused() -> None:
     assert again == repro and again.input == request.input and again.limits.fuel == 5
     workflow = repro_of(replace(request, kind=ActivationKind.WORKFLOW), NOW, last_seq=9)
     assert workflow.input is None and workflow.last_seq == 9  # rebuilt from history
-    for bad in (b"", b"\xc1", b"\x81\xa1v\x02"):
+    for bad in (b"", b"\xc1", b"\x81\xa1v\x02", b"\x05", b"\x91\x01"):
         with pytest.raises(InvalidInput):
             Repro.decode(bad)
 

@@ -12,6 +12,7 @@ from history import Database, EventType
 from runtime import AmberClient, AmberServer, NotAuthorised, Operators, token_hash
 from tests.conftest import InProcessServer, wait_for
 from tests.tools.test_cli import amber, served  # noqa: F401  (the fixture is used by name)
+from tools.cli import main
 
 
 def _poisoned(srv: InProcessServer, modules: dict[str, bytes]) -> str:
@@ -59,6 +60,8 @@ def test_a_server_with_operator_tokens_takes_the_operator_from_the_token(
     sandbox: object,
     served: InProcessServer,  # noqa: F811  (poisons the run: its worker serves this database)
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     tokens = tmp_path / "operators"
     tokens.write_text(f"alice {token_hash('alice-token')}\n")
@@ -77,7 +80,12 @@ def test_a_server_with_operator_tokens_takes_the_operator_from_the_token(
                 client.triage("retry", run_ids=[run_id], reason="x", operator="bob")
             (outcome,) = client.triage("retry", run_ids=[run_id], reason="try again")
             assert outcome.outcome == "retried"
-        (event,) = [e for e in served.client.history(run_id) if e.type is EventType.RUN_RESUMED]
-        assert event.payload["by"] == "alice"
+        # The CLI with a token names no operator of its own: the token does.
+        wait_for(lambda: bool(served.client.list_troubled()), 30, "the run to be poisoned again")
+        monkeypatch.setenv("AMBER_OPERATOR_TOKEN", "alice-token")
+        code = main(["--server", target, "triage", "retry", run_id, "--reason", "once more"])
+        assert code == 0, capsys.readouterr().err
+        events = [e for e in served.client.history(run_id) if e.type is EventType.RUN_RESUMED]
+        assert [e.payload["by"] for e in events] == ["alice", "alice"]
     finally:
         server.stop(grace_s=0.5)
