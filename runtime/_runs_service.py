@@ -6,12 +6,14 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from psycopg import errors as pgerrors
 
 from abi import MAX_TIMER_MS, Conflict, InvalidInput, RetryableError
 from history import (
     TASKS_CHANNEL,
+    AuditEntry,
     Cursor,
     Database,
     Discarded,
@@ -36,6 +38,7 @@ from history import (
     list_runs_txn,
     notify_txn,
     read_events_txn,
+    record_audit_txn,
     record_discarded_txn,
     run_discarded_txn,
     run_failures_txn,
@@ -319,6 +322,8 @@ class RunService:
             if run.status.closed:
                 raise RunClosed(f"run {run.run_id} is already {run.status.value}")
             wakes, already = self._life.request_cancel_txn(cur, run, reason, by)
+            detail = {"already_requested": already}
+            self._audit_txn(cur, "run.cancel", run, reason=reason, by=by, detail=detail)
             return already, wakes
 
         already, wakes = self._db.run(txn)
@@ -337,6 +342,8 @@ class RunService:
             wakes = self._life.terminate_txn(cur, run, reason, by)
             closed = get_run_txn(cur, run.run_id)
             assert closed is not None
+            detail = {"was": run.status.value}
+            self._audit_txn(cur, "run.terminate", run, reason=reason, by=by, detail=detail)
             return closed, wakes
 
         run, wakes = self._db.run(txn)
@@ -357,11 +364,33 @@ class RunService:
             new_run_id, wakes = self._resetter.reset_txn(cur, old, request)
             fresh = get_run_txn(cur, new_run_id)
             assert fresh is not None
+            detail = {
+                "new_run_id": new_run_id,
+                "to_event": to_event,
+                "was": old.status.value,
+                "workflow_id": old.workflow_id,
+            }
+            self._audit_txn(cur, "run.reset", old, reason=reason, by=by, detail=detail)
             return fresh, wakes
 
         run, wakes = self._db.run(txn)
         self._poke(wakes)
         return run
+
+    def _audit_txn(
+        self, cur: Cursor, action: str, run: Run, *, reason: str, by: str, detail: dict[str, Any]
+    ) -> None:
+        """Record an operator command on `run` in its transaction (last: it locks the audit
+        chain's head until the commit)."""
+        entry = AuditEntry(
+            actor=by,
+            action=action,
+            target=run.run_id,
+            reason=reason,
+            detail={"tenant": run.tenant, **detail},
+            at=self._clock.now(),
+        )
+        record_audit_txn(cur, entry)
 
     def query(
         self, ref: str, name: str, *, timeout_s: float, tenant: str = DEFAULT_TENANT
