@@ -97,6 +97,25 @@ class Patched:
     change_id: str
 
 
+MAX_APPROVERS = 64
+"""Approvers and roles one approval may name (each)."""
+MAX_ACTION_CHARS = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequestApproval:
+    """Wait for people to approve `action`: any `required` of the named approvers or members
+    of the named roles. The result is {"outcome": "approved" | "rejected" | "expired",
+    "decisions": [{"approver", "approve", "comment", "at_ms"}]}; an expiry is a result too
+    (the workflow's timeout path), never a failure."""
+
+    action: str
+    approvers: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    required: int = 1
+    expires_ms: int
+
+
 PARENT_CLOSE_POLICIES = ("terminate", "cancel", "abandon")
 
 
@@ -120,6 +139,7 @@ Command = (
     | AwaitSignal
     | StartChild
     | Patched
+    | RequestApproval
 )
 
 _KIND_OF: dict[type, str] = {
@@ -131,6 +151,7 @@ _KIND_OF: dict[type, str] = {
     AwaitSignal: "signal",
     StartChild: "child",
     Patched: "patched",
+    RequestApproval: "approval",
 }
 
 
@@ -282,6 +303,44 @@ def _patched(value: list[Any], where: str) -> Command:
     return Patched(change_id=change_id)
 
 
+def _approval(value: list[Any], where: str) -> Command:
+    shape = "['approval', action, expires_ms, {approvers: [str], roles: [str], required: int}]"
+    if len(value) != 4 or not isinstance(value[3], dict):
+        raise MalformedEnvelope(f"{where}: expected {shape}")
+    action = _str(value[1], where, "action")
+    if not 1 <= len(action) <= MAX_ACTION_CHARS or not action.isprintable():
+        raise MalformedEnvelope(f"{where}: an action has 1 to {MAX_ACTION_CHARS} printable chars")
+    policy = value[3]
+    unknown = set(policy) - {"approvers", "roles", "required"}
+    if unknown:
+        raise MalformedEnvelope(f"{where}: unknown policy keys {sorted(map(str, unknown))}")
+    names: dict[str, tuple[str, ...]] = {}
+    for key in ("approvers", "roles"):
+        items = policy.get(key, [])
+        if not isinstance(items, list) or len(items) > MAX_APPROVERS:
+            raise MalformedEnvelope(f"{where}: {key} must be a list of at most {MAX_APPROVERS}")
+        names[key] = tuple(dict.fromkeys(_id(i, where, key[:-1]) for i in items))
+    required = policy.get("required", 1)
+    if not isinstance(required, int) or isinstance(required, bool) or required < 1:
+        raise MalformedEnvelope(f"{where}: required must be a positive integer")
+    if not names["approvers"] and not names["roles"]:
+        raise MalformedEnvelope(f"{where}: name at least one approver or role")
+    if not names["roles"] and required > len(names["approvers"]):
+        raise MalformedEnvelope(
+            f"{where}: {required} approvals required of {len(names['approvers'])} approvers"
+        )
+    expires = _opt_int({"expires_ms": value[2]}, "expires_ms", where)
+    if expires is None or expires <= 0:
+        raise MalformedEnvelope(f"{where}: expires_ms must be a positive integer")
+    return RequestApproval(
+        action=action,
+        approvers=names["approvers"],
+        roles=names["roles"],
+        required=required,
+        expires_ms=expires,
+    )
+
+
 _PARSERS = {
     "activity": _activity,
     "now": _now,
@@ -291,6 +350,7 @@ _PARSERS = {
     "signal": _signal,
     "child": _child,
     "patched": _patched,
+    "approval": _approval,
 }
 
 
@@ -351,6 +411,13 @@ def encode_command(command: Command) -> list[Any]:
             return ["signal", name]
         case Patched(change_id=change_id):
             return ["patched", change_id]
+        case RequestApproval() as approval:
+            policy = {
+                "approvers": list(approval.approvers),
+                "roles": list(approval.roles),
+                "required": approval.required,
+            }
+            return ["approval", approval.action, approval.expires_ms, policy]
         case StartChild() as child:
             child_options: dict[str, Any] = {"parent_close_policy": child.parent_close_policy}
             if child.version:

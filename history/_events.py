@@ -76,6 +76,12 @@ class EventType(enum.StrEnum):
     RUN_RESUMED = "RunResumed"
     """An operator released a suspended or poisoned run [action, by, reason, from, to, step]:
     `retry` (same version), `resume` (optionally on a fixed version), `skip` (with a result)."""
+    APPROVAL_REQUESTED = "ApprovalRequested"
+    """The workflow asked people to approve `action` as command `cmd` [cmd, approval_id, action,
+    approvers, roles, required, expires_ms, expires_at_ms]."""
+    APPROVAL_RESOLVED = "ApprovalResolved"
+    """Approval command `cmd` ended [cmd, approval_id, outcome (approved, rejected, expired),
+    decisions, result (msgpack of {outcome, decisions}: what the workflow receives)]."""
     HISTORY_WARNING = "HistoryWarning"
     """The history passed the warning threshold of its limits [events, bytes]."""
 

@@ -19,6 +19,8 @@ class TimerKind(enum.StrEnum):
     """A `timer` command of the workflow."""
     EXECUTION_TIMEOUT = "execution_timeout"
     """The run's workflow execution timeout."""
+    APPROVAL = "approval"
+    """An approval's expiry (its `cmd` is the approval command)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,24 @@ in-flight host exception in a module global).
 """
 
 from ._activity import ActivityAttempt, ActivityReport, run_activity, run_activity_request
+from ._approval_page import ApprovalPage, make_approval_app
+from ._approval_sinks import ConsoleSink, WebhookSink
+from ._approval_types import (
+    ApprovalClosed,
+    ApprovalDesk,
+    ApprovalView,
+    DecisionOutcome,
+    InvalidToken,
+)
+from ._approvals import (
+    ApprovalDetail,
+    ApprovalService,
+    ApprovalSink,
+    DecisionRequest,
+    IssuedToken,
+)
 from ._attempts import FailureReport
+from ._audit_service import MAX_AUDIT_PAGE, AuditService
 from ._bundle import Bundle
 from ._client import DEFAULT_TARGET, AmberClient, decode, encode
 from ._clock import Clock, ManualClock, SystemClock, from_ms, to_ms
@@ -69,7 +86,7 @@ from ._runs_service import (
     StartResult,
 )
 from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits, SandboxRunner
-from ._server import AmberServer, migrate_all
+from ._server import AmberServer, ApprovalPageOptions, migrate_all
 from ._settings import EngineSettings, RetryPolicy
 from ._status import RemoteError
 from ._tasks_service import (
@@ -89,6 +106,7 @@ __all__ = [
     "DEFAULT_TARGET",
     "DEFAULT_TENANT",
     "ENGINE_FLAGS",
+    "MAX_AUDIT_PAGE",
     "MAX_RECORD_DETAIL",
     "AbiViolation",
     "ActivationKind",
@@ -99,11 +117,23 @@ __all__ = [
     "ActivityReport",
     "AmberClient",
     "AmberServer",
+    "ApprovalClosed",
+    "ApprovalDesk",
+    "ApprovalDetail",
+    "ApprovalPage",
+    "ApprovalPageOptions",
+    "ApprovalService",
+    "ApprovalSink",
+    "ApprovalView",
+    "AuditService",
     "Bundle",
     "ClaimedTask",
     "Clock",
+    "ConsoleSink",
     "CorruptHistory",
     "DeadlineExceeded",
+    "DecisionOutcome",
+    "DecisionRequest",
     "DetailedTrace",
     "EngineSettings",
     "FailureReason",
@@ -115,6 +145,8 @@ __all__ = [
     "HostCallRecord",
     "HostCrash",
     "HttpPolicy",
+    "InvalidToken",
+    "IssuedToken",
     "JsonLinesExporter",
     "LeasedTask",
     "Lifecycle",
@@ -158,6 +190,7 @@ __all__ = [
     "TriageCommand",
     "TriageOutcome",
     "TriageService",
+    "WebhookSink",
     "Worker",
     "WorkerSettings",
     "WorkflowActivation",
@@ -173,6 +206,7 @@ __all__ = [
     "from_ms",
     "http_policy",
     "idempotency_key",
+    "make_approval_app",
     "migrate_all",
     "project",
     "run_activity",

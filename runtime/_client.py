@@ -9,10 +9,13 @@ import grpc
 import msgpack
 
 from abi import ActivityOutcome, ErrorInfo
-from history import Event, Run, Troubled
+from history import Approval, AuditEntry, AuditVerification, Event, Run, Troubled
 from versions import ModuleVersion, TypeStatus, UploadResult
 
+from . import _approval_mapping as am
 from . import _mapping as m
+from ._approval_types import DecisionOutcome
+from ._approvals import ApprovalDetail
 from ._attempts import FailureReport
 from ._clock import from_ms
 from ._migration import RunCheck
@@ -361,6 +364,146 @@ class AmberClient:
         )
         response = self._call(self._stub.Triage, request, extra_timeout_s=wait_s, operator=True)
         return [m.triage_outcome_from_pb(o) for o in response.outcomes]
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    def list_approvals(
+        self, *, tenant: str = "", status: str = "", run_id: str = "", limit: int = 100
+    ) -> list[Approval]:
+        request = pb.ListApprovalsRequest(tenant=tenant, status=status, run_id=run_id, limit=limit)
+        response = self._call(self._stub.ListApprovals, request)
+        return [am.approval_from_pb(a) for a in response.approvals]
+
+    def get_approval(self, approval_id: str, *, tenant: str = "") -> ApprovalDetail:
+        request = pb.GetApprovalRequest(approval_id=approval_id, tenant=tenant)
+        return am.detail_from_pb(self._call(self._stub.GetApproval, request))
+
+    def decide_approval(
+        self,
+        token: str,
+        *,
+        approve: bool,
+        comment: str = "",
+        approver: str = "",
+        tenant: str = "",
+        run_id: str = "",
+        step: int | None = None,
+    ) -> DecisionOutcome:
+        """Approve or reject with an approval token (single use; refusals raise
+        `InvalidToken` or `ApprovalClosed` and change nothing)."""
+        request = pb.DecideApprovalRequest(
+            token=token,
+            approve=approve,
+            comment=comment,
+            approver=approver,
+            tenant=tenant,
+            run_id=run_id,
+            step=step or 0,
+            has_step=step is not None,
+        )
+        r = self._call(self._stub.DecideApproval, request)
+        return DecisionOutcome(
+            approval_id=r.approval_id,
+            status=r.status,
+            counted=r.counted,
+            approvals=r.approvals,
+            required=r.required,
+        )
+
+    def issue_approval_token(
+        self, approval_id: str, approver: str, *, reason: str, operator: str = "", tenant: str = ""
+    ) -> tuple[str, str]:
+        """Mint a fresh token for an approver: (token, link). Shown once, stored as a hash."""
+        request = pb.IssueApprovalTokenRequest(
+            approval_id=approval_id,
+            approver=approver,
+            tenant=tenant,
+            operator=operator,
+            reason=reason,
+        )
+        r = self._call(self._stub.IssueApprovalToken, request, operator=True)
+        return r.token, r.link
+
+    def revoke_approval_tokens(
+        self,
+        approval_id: str,
+        *,
+        reason: str,
+        approver: str = "",
+        operator: str = "",
+        tenant: str = "",
+    ) -> int:
+        request = pb.RevokeApprovalTokensRequest(
+            approval_id=approval_id,
+            approver=approver,
+            tenant=tenant,
+            operator=operator,
+            reason=reason,
+        )
+        return int(self._call(self._stub.RevokeApprovalTokens, request, operator=True).revoked)
+
+    def change_approver_role(
+        self,
+        *,
+        grant: bool,
+        role: str,
+        approver: str,
+        reason: str,
+        operator: str = "",
+        tenant: str = "",
+    ) -> bool:
+        request = pb.ChangeApproverRoleRequest(
+            grant=grant,
+            tenant=tenant,
+            role=role,
+            approver=approver,
+            operator=operator,
+            reason=reason,
+        )
+        return bool(self._call(self._stub.ChangeApproverRole, request, operator=True).changed)
+
+    def list_approver_roles(self, *, tenant: str = "") -> list[tuple[str, str]]:
+        response = self._call(
+            self._stub.ListApproverRoles, pb.ListApproverRolesRequest(tenant=tenant)
+        )
+        return [(m.role, m.approver) for m in response.members]
+
+    # -- audit -------------------------------------------------------------------------------
+
+    def verify_audit(self, expect_head: bytes = b"") -> AuditVerification:
+        """Recompute the audit log's hash chain on the server; where it first breaks."""
+        r = self._call(
+            self._stub.VerifyAudit,
+            pb.VerifyAuditRequest(expect_head=expect_head),
+            extra_timeout_s=300,
+        )
+        return AuditVerification(
+            ok=r.ok,
+            checked=r.checked,
+            head_seq=r.head_seq,
+            head_hash=r.head_hash,
+            first_bad_seq=r.first_bad_seq or None,
+            first_bad_audit_id=r.first_bad_audit_id or None,
+            problem=r.problem,
+        )
+
+    def list_audit(
+        self, *, target: str = "", limit: int = 100, after_seq: int = 0
+    ) -> list[AuditEntry]:
+        request = pb.ListAuditRequest(target=target, limit=limit, after_seq=after_seq)
+        return [
+            AuditEntry(
+                seq=r.seq,
+                at=from_ms(r.time_ms),
+                actor=r.actor,
+                action=r.action,
+                target=r.target,
+                reason=r.reason,
+                detail=msgpack.unpackb(r.detail, raw=False),
+                hash=r.hash,
+            )
+            for r in self._call(self._stub.ListAudit, request).records
+        ]
 
     def get_module(self, digest: str) -> bytes:
         response = self._call(self._stub.GetModule, pb.GetModuleRequest(digest=digest))

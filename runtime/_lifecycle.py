@@ -23,6 +23,7 @@ from abi import (
     Patched,
     RecordNow,
     RecordRandom,
+    RequestApproval,
     ScheduleActivity,
     StartChild,
     StartTimer,
@@ -71,6 +72,7 @@ from history import (
 )
 from versions import select_version_txn
 
+from ._approval_requests import request_approval_txn
 from ._clock import Clock, from_ms, to_ms
 from ._ids import new_run_id
 from ._settings import EngineSettings
@@ -190,6 +192,7 @@ class Lifecycle:
 
     def __init__(self, clock: Clock, settings: EngineSettings) -> None:
         self._clock = clock
+        self.clock = clock
         self._settings = settings
 
     # -- creating -----------------------------------------------------------------------------
@@ -341,6 +344,9 @@ class Lifecycle:
                 return False
             case StartChild() as child:
                 return self._start_child_txn(cur, run, digest, new.cmd, child, effects)
+            case RequestApproval() as approval:
+                effects.events.append(request_approval_txn(cur, run, digest, cmd, approval, now))
+                return False
         raise AssertionError(command)
 
     def _start_child_txn(

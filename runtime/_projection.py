@@ -29,7 +29,7 @@ class RecordedCommand:
     seq: int
     kind: str
     name: str = ""
-    """Activity name, signal name, or child workflow type."""
+    """Activity name, signal name, child workflow type, or approval action."""
     args: bytes = b""
     """Activity arguments or child input."""
     value: object = None
@@ -132,6 +132,14 @@ def _child_started(b: _Builder, e: Event) -> None:
     )
 
 
+def _approval_requested(b: _Builder, e: Event) -> None:
+    p = e.payload
+    policy = (tuple(p["approvers"]), tuple(p["roles"]), p["required"], p["expires_ms"])
+    b.commands.append(
+        RecordedCommand(cmd=p["cmd"], seq=e.seq, kind="approval", name=p["action"], value=policy)
+    )
+
+
 def _cancel_requested(b: _Builder, e: Event) -> None:
     if b.cancel is None:
         b.cancel = CancelRequest(seq=e.seq, reason=e.payload.get("reason") or "")
@@ -173,6 +181,8 @@ _HANDLERS: dict[EventType, Callable[[_Builder, Event], None]] = {
     EventType.CHILD_COMPLETED: _ok_result("result"),
     EventType.CHILD_FAILED: _error_result(),
     EventType.CANCEL_REQUESTED: _cancel_requested,
+    EventType.APPROVAL_REQUESTED: _approval_requested,
+    EventType.APPROVAL_RESOLVED: _ok_result("result"),
 }
 
 

@@ -22,6 +22,7 @@ from abi import (
     Patched,
     RecordNow,
     RecordRandom,
+    RequestApproval,
     ScheduleActivity,
     StartChild,
     StartTimer,
@@ -95,6 +96,16 @@ def _describe_recorded(command: RecordedCommand) -> str:
         return f"child {command.name!r} id {command.value!r} (input {_fingerprint(command.args)})"
     if command.kind == "random" and isinstance(command.value, bytes):
         return f"random ({len(command.value)} bytes)"
+    if command.kind == "approval" and isinstance(command.value, tuple):
+        approvers, roles, required, expires_ms = command.value
+        recorded = RequestApproval(
+            action=command.name,
+            approvers=approvers,
+            roles=roles,
+            required=required,
+            expires_ms=expires_ms,
+        )
+        return f"approval {command.name[:80]!r} ({_policy(recorded)})"
     return f"{command.kind} {command.value!r}"
 
 
@@ -118,7 +129,14 @@ def _describe_issued(command: Command | None) -> str:
             return f"cancel_timer {target!r}"
         case Patched(change_id=change_id):
             return f"patched {change_id!r}"
+        case RequestApproval() as approval:
+            return f"approval {approval.action[:80]!r} ({_policy(approval)})"
     raise AssertionError(command)
+
+
+def _policy(approval: RequestApproval) -> str:
+    who = ", ".join([*approval.approvers, *(f"role {r}" for r in approval.roles)])
+    return f"{approval.required} of {who}; expires in {approval.expires_ms} ms"
 
 
 def _matches(recorded: RecordedCommand, issued: Command) -> bool:
@@ -137,6 +155,9 @@ def _matches(recorded: RecordedCommand, issued: Command) -> bool:
             return recorded.value == target
         case Patched(change_id=change_id):
             return recorded.value == change_id
+        case RequestApproval() as approval:
+            policy = (approval.approvers, approval.roles, approval.required, approval.expires_ms)
+            return recorded.name == approval.action and recorded.value == policy
         case RecordNow(value=value) | RecordRandom(value=value):
             # A replayed now/random must hand back exactly the recorded value: a guest that
             # reads the clock or draws randomness afresh while replaying diverges here.
@@ -177,7 +198,7 @@ def _host_values(
     return tuple(fixed)
 
 
-_AWAITABLE = (ScheduleActivity, StartTimer, AwaitSignal, StartChild)
+_AWAITABLE = (ScheduleActivity, StartTimer, AwaitSignal, StartChild, RequestApproval)
 
 
 def _check_new_commands(

@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent import futures
+from dataclasses import dataclass
 
 import grpc
 
@@ -18,6 +19,9 @@ import versions
 from abi import RetryableError
 from history import Database
 
+from ._approval_page import ApprovalPage
+from ._approvals import ApprovalService, ApprovalSink
+from ._audit_service import AuditService
 from ._clock import Clock, SystemClock
 from ._http import check_capabilities
 from ._migration import MigrationService
@@ -57,6 +61,7 @@ class _Sweeper(threading.Thread):
         tasks: TaskService,
         timers: TimerService,
         flush_health: Callable[[], int],
+        deliver_approvals: Callable[[], int],
         interval_s: float,
     ) -> None:
         super().__init__(name="amber-sweeper", daemon=True)
@@ -65,6 +70,7 @@ class _Sweeper(threading.Thread):
             ("activity timeouts", tasks.sweep_timeouts),
             ("due timers", timers.fire_due),
             ("health counters", flush_health),
+            ("approval deliveries", deliver_approvals),
         )
         self._interval = interval_s
         self._stop = threading.Event()
@@ -89,6 +95,17 @@ class _Sweeper(threading.Thread):
         self._stop.set()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPageOptions:
+    """Where to serve the approval page, and the secret its sessions (CSRF) are signed with
+    (every server behind one public URL needs the same one, of at least 32 bytes)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    public_url: str | None = None
+    secret_key: bytes
+
+
 class AmberServer:
     """Everything `amber server` runs, startable in-process for `amber dev` and tests."""
 
@@ -101,7 +118,11 @@ class AmberServer:
         settings: EngineSettings | None = None,
         max_threads: int = 64,
         operators: Operators | None = None,
+        approval_sink: ApprovalSink | None = None,
+        approval_page: ApprovalPageOptions | None = None,
     ) -> None:
+        """`approval_sink` delivers approval tokens to approvers (without one, operators mint
+        them with `amber approvals issue`); `approval_page` serves the approvers' HTTP page."""
         self.db = db
         self.clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
@@ -121,6 +142,28 @@ class AmberServer:
             migration=self.migration,
             registry=self.registry,
         )
+        self.approvals = ApprovalService(
+            db,
+            self.clock,
+            self.settings,
+            self.notifier,
+            sink=approval_sink,
+            link_base=lambda: self.approval_link_base,
+        )
+        self.audit = AuditService(db)
+        self.approval_link_base = ""
+        """Where the approval page is served (set when it starts), for the links in tokens."""
+        self.approval_page = (
+            None
+            if approval_page is None
+            else ApprovalPage(
+                self.approvals,
+                secret_key=approval_page.secret_key,
+                host=approval_page.host,
+                port=approval_page.port,
+                public_url=approval_page.public_url,
+            )
+        )
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
             options=GRPC_OPTIONS,
@@ -136,6 +179,8 @@ class AmberServer:
             self.migration,
             self.triage,
             operators or Operators.from_environment(),
+            self.approvals,
+            self.audit,
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen
@@ -143,6 +188,7 @@ class AmberServer:
             self.tasks,
             self.timers,
             lambda: self.health.flush(self.db),
+            self.approvals.deliver_pending,
             self.settings.sweep_interval.total_seconds(),
         )
         self.port = 0
@@ -155,6 +201,9 @@ class AmberServer:
         if self.port == 0:
             raise OSError(f"cannot listen on {self._listen}")
         self._grpc.start()
+        if self.approval_page is not None:
+            self.approval_page.start()
+            self.approval_link_base = self.approval_page.base_url
         self._sweeper.start()
         return self.port
 
@@ -167,6 +216,8 @@ class AmberServer:
 
     def stop(self, grace_s: float = 2.0) -> None:
         self._sweeper.stop()
+        if self.approval_page is not None:
+            self.approval_page.stop()
         self._grpc.stop(grace_s).wait()
         self.notifier.stop()
         try:

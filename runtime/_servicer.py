@@ -15,6 +15,10 @@ from history import QueryAnswer, RunQuery, RunStatus
 from versions import Rollout, VersionRegistry
 
 from . import _mapping as m
+from ._approval_rpc import ApprovalRpcs
+from ._approvals import ApprovalService
+from ._audit_rpc import AuditRpcs
+from ._audit_service import AuditService
 from ._clock import Clock, to_ms
 from ._migration import MigrationService
 from ._notify import Notifier
@@ -40,7 +44,7 @@ def _wait_s(ms: int, cap: float) -> float:
     return min(ms / 1000, cap)
 
 
-class AmberServicer(TriageRpcs, pb_grpc.AmberServicer):
+class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
     def __init__(
         self,
         runs: RunService,
@@ -53,8 +57,12 @@ class AmberServicer(TriageRpcs, pb_grpc.AmberServicer):
         migration: MigrationService,
         triage: TriageService,
         operators: Operators,
+        approvals: ApprovalService,
+        audit: AuditService,
     ) -> None:
-        super().__init__(triage, operators)
+        TriageRpcs.__init__(self, triage, operators)
+        ApprovalRpcs.__init__(self, approvals, operators)
+        AuditRpcs.__init__(self, audit)
         self._runs = runs
         self._tasks = tasks
         self._registry = registry

@@ -17,6 +17,7 @@ from versions import (
     VersionNotFound,
 )
 
+from ._approval_types import ApprovalClosed, InvalidToken
 from ._errors import NotAuthorised, PayloadTooLarge
 from ._runs_service import QueryFailed, QueryTimedOut, RunClosed
 from ._triage import NotTroubled
@@ -27,6 +28,8 @@ _BY_NAME: dict[str, type[AmberError]] = {
     cls.__name__: cls
     for cls in (
         AmbiguousVersion,
+        ApprovalClosed,
+        InvalidToken,
         Conflict,
         InvalidInput,
         InvalidModule,
@@ -54,6 +57,7 @@ _BY_NAME: dict[str, type[AmberError]] = {
 _CODES: list[tuple[type[AmberError], grpc.StatusCode]] = [
     (PayloadTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (NotAuthorised, grpc.StatusCode.PERMISSION_DENIED),
+    (InvalidToken, grpc.StatusCode.PERMISSION_DENIED),
     (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (NotFound, grpc.StatusCode.NOT_FOUND),
     (WorkflowIdInUse, grpc.StatusCode.ALREADY_EXISTS),

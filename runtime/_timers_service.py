@@ -28,6 +28,7 @@ from history import (
     run_timers_txn,
 )
 
+from ._approvals import expire_approval_txn
 from ._clock import Clock
 from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
 from ._lifecycle import Lifecycle, Wake, closing_event
@@ -101,6 +102,9 @@ class TimerService:
                 error_message="the workflow execution timeout passed",
             )
             return self._life.close_txn(cur, run, closing, closing_event(closing, run.digest))
+        if timer.kind is TimerKind.APPROVAL:
+            assert timer.cmd is not None
+            return expire_approval_txn(cur, self._life, run, timer.cmd)
         event = NewEvent(type=EventType.TIMER_FIRED, payload={"cmd": timer.cmd}, digest=run.digest)
         return self._life.deliver_txn(cur, run, event)
 

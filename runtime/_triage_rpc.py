@@ -16,7 +16,8 @@ from ._triage import TriageAction, TriageCommand, TriageService
 from .api import amber_pb2 as pb
 
 
-def _token(context: grpc.ServicerContext) -> str:
+def operator_token(context: grpc.ServicerContext) -> str:
+    """The operator token a call carries (metadata), or ""."""
     return str(dict(context.invocation_metadata() or ()).get(OPERATOR_TOKEN_HEADER, ""))
 
 
@@ -40,7 +41,7 @@ class TriageRpcs:
 
     @rpc
     def ExportRun(self, request: pb.ExportRunRequest, context: Any) -> pb.ExportRunResponse:
-        operator = self._operators.authorise(_token(context), request.operator)
+        operator = self._operators.authorise(operator_token(context), request.operator)
         bundle = self._triage.export(
             request.run_id, operator=operator, tenant=request.tenant or DEFAULT_TENANT
         )
@@ -48,7 +49,7 @@ class TriageRpcs:
 
     @rpc
     def Triage(self, request: pb.TriageRequest, context: Any) -> pb.TriageResponse:
-        operator = self._operators.authorise(_token(context), request.operator)
+        operator = self._operators.authorise(operator_token(context), request.operator)
         try:
             action = TriageAction(request.action)
         except ValueError:

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -49,6 +50,7 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "chain": (ROOT / "abi" / "samples" / "chain.c", {}),
     "shipment": (ROOT / "abi" / "samples" / "shipment.c", {}),
     "payments": (ROOT / "abi" / "samples" / "payments.c", {}),
+    "expense": (ROOT / "abi" / "samples" / "expense.c", {}),
     "hostile": (ROOT / "tests" / "guests" / "hostile.c", {}),
     "exiter": (ROOT / "tests" / "guests" / "exiter.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
@@ -61,7 +63,8 @@ AMBER_TABLES = (
     "amber_task_failures, amber_tasks, amber_events, amber_runs, amber_workflow_types,"
     " amber_module_workflows, amber_modules, amber_workflow_ids, amber_timers,"
     " amber_signal_ids, amber_discarded, amber_query_results, amber_audit,"
-    " amber_version_labels, amber_version_stats, amber_version_checks"
+    " amber_version_labels, amber_version_stats, amber_version_checks, amber_approvals,"
+    " amber_approval_tokens, amber_approval_decisions, amber_approver_roles, amber_audit_head"
 )
 """Every table but the schema's migration record: each test starts from an empty engine."""
 
@@ -168,10 +171,15 @@ def make_server(db: Database) -> Iterator[Callable[..., InProcessServer]]:
     started: list[InProcessServer] = []
 
     def make(
-        *, settings: EngineSettings | None = None, clock: ManualClock | None = None
+        *,
+        settings: EngineSettings | None = None,
+        clock: ManualClock | None = None,
+        **server_options: Any,
     ) -> InProcessServer:
         the_clock = clock or SystemClock()
-        server = AmberServer(db, listen="127.0.0.1:0", settings=settings, clock=the_clock)
+        server = AmberServer(
+            db, listen="127.0.0.1:0", settings=settings, clock=the_clock, **server_options
+        )
         port = server.start()
         target = f"127.0.0.1:{port}"
         client = AmberClient(target, timeout_s=20)

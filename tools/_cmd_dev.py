@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import threading
 import time
 from datetime import UTC, datetime
@@ -19,6 +20,8 @@ from history import HOME_ENV, Database, resolve_database_url
 from runtime import (
     AmberClient,
     AmberServer,
+    ApprovalPageOptions,
+    ConsoleSink,
     JsonLinesExporter,
     Sandbox,
     SandboxEngine,
@@ -46,10 +49,16 @@ def dev(args: argparse.Namespace) -> int:
     where = "AMBER_DATABASE_URL" if os.environ.get("AMBER_DATABASE_URL") else "embedded PostgreSQL"
     print(f"[dev] database: {where} (home {home})", flush=True)
     db = Database(resolve_database_url(home)).open()
-    server = AmberServer(db, listen=args.listen)
+    server = AmberServer(
+        db,
+        listen=args.listen,
+        approval_sink=ConsoleSink(lambda line: print(line, flush=True)),
+        approval_page=ApprovalPageOptions(port=0, secret_key=secrets.token_bytes(32)),
+    )
     port = server.start()
     target = f"127.0.0.1:{port}"
     print(f"[dev] server listening on {target}", flush=True)
+    print(f"[dev] approval page on {server.approval_link_base}", flush=True)
     client = AmberClient(target)
     engine = SandboxEngine(home / "artifacts")
     worker = Worker(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -16,15 +17,21 @@ from history import Database, amber_home, resolve_database_url
 from runtime import (
     AmberClient,
     AmberServer,
+    ApprovalPageOptions,
+    ApprovalSink,
     EngineSettings,
     Sandbox,
     SandboxEngine,
     SandboxLimits,
     SystemClock,
+    WebhookSink,
     Worker,
     WorkerSettings,
     configure_tracing,
 )
+from runtime._approval_sinks import WEBHOOK_ENV
+
+APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
 
 
 def on_signals(stop: threading.Event) -> None:
@@ -46,13 +53,49 @@ def engine_settings(args: argparse.Namespace) -> EngineSettings:
     )
 
 
+def _approval_sink() -> ApprovalSink | None:
+    url = os.environ.get(WEBHOOK_ENV)
+    return WebhookSink(url) if url else None
+
+
+def _approval_page(args: argparse.Namespace) -> ApprovalPageOptions | None:
+    """The approval page's options from `--approvals-listen`/`--approvals-url` and
+    `AMBER_APPROVAL_SECRET` (hex; servers behind one URL share it)."""
+    if not args.approvals_listen:
+        return None
+    host, _, port = args.approvals_listen.rpartition(":")
+    secret_hex = os.environ.get(APPROVAL_SECRET_ENV, "")
+    if secret_hex:
+        secret = bytes.fromhex(secret_hex)
+    else:
+        logging.getLogger(__name__).warning(
+            "%s is not set: approval page sessions are signed with a key of this process only",
+            APPROVAL_SECRET_ENV,
+        )
+        secret = secrets.token_bytes(32)
+    return ApprovalPageOptions(
+        host=host or "127.0.0.1",
+        port=int(port),
+        public_url=args.approvals_url,
+        secret_key=secret,
+    )
+
+
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     db = Database(resolve_database_url(), max_size=args.db_pool).open()
-    server = AmberServer(db, listen=args.listen, settings=engine_settings(args))
+    server = AmberServer(
+        db,
+        listen=args.listen,
+        settings=engine_settings(args),
+        approval_sink=_approval_sink(),
+        approval_page=_approval_page(args),
+    )
     port = server.start()
     host = args.listen.rsplit(":", 1)[0]
     print(f"amber server listening on {host}:{port}", flush=True)
+    if server.approval_link_base:
+        print(f"approval page on {server.approval_link_base}", flush=True)
     if args.port_file:
         Path(args.port_file).write_text(str(port))
     stop = threading.Event()

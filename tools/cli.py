@@ -10,7 +10,16 @@ from pathlib import Path
 
 from abi import AmberError
 
-from . import _bench, _cmd_client, _cmd_dev, _cmd_processes, _cmd_triage, _cmd_versions
+from . import (
+    _bench,
+    _cmd_approvals,
+    _cmd_audit,
+    _cmd_client,
+    _cmd_dev,
+    _cmd_processes,
+    _cmd_triage,
+    _cmd_versions,
+)
 from ._build import BuildError, build_module
 
 SERVER_ENV = "AMBER_SERVER"
@@ -62,6 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port-file", help="write the bound port here (with --listen host:0)")
     p.add_argument("--lease-seconds", type=float, default=30.0)
     p.add_argument("--db-pool", type=int, default=16)
+    p.add_argument("--approvals-listen", help="serve the approval page on HOST:PORT")
+    p.add_argument("--approvals-url", help="the page's public URL, for the links sent out")
     p.set_defaults(local=_cmd_processes.serve)
 
     p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")
@@ -164,6 +175,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the checks")
     p.set_defaults(remote=_cmd_versions.migrate)
     _cmd_triage.register(sub, common)
+    _cmd_approvals.register(sub, common)
+    _cmd_audit.register(sub, common)
     return parser
 
 

@@ -1,6 +1,6 @@
 /*
  * amber_commands.h — the commands a workflow issues: activities (with options), timers,
- * signals, child workflows, the recorded `now` and `random`, and patch markers.
+ * signals, child workflows, the recorded `now` and `random`, patch markers and approvals.
  * Part of the C guest SDK; include "amber.h", not this file.
  *
  * Issuing a command never calls the host: it appends to the command list the activation hands
@@ -267,6 +267,52 @@ AMBER__FN bool amber_patched(amber_wf *wf, const char *change_id) {
     wf->cmds[i].name = amber_bytes_copy(id);
     if (marked) amber__wf_consumed(wf, i);
     return true;
+}
+
+/* ---- human approval --------------------------------------------------------------------- */
+
+/* Who may approve: any `required` (0 means 1) of the named approvers or of the members of the
+ * named roles (role membership is checked again when each decision arrives). */
+typedef struct amber_approval_policy {
+    const char *const *approvers;
+    uint32_t approver_count;
+    const char *const *roles;
+    uint32_t role_count;
+    int64_t required;
+} amber_approval_policy;
+
+/* Requests an approval with the policy already encoded as a msgpack map
+ * {"approvers": [str], "roles": [str], "required": int}; see amber_request_approval. */
+AMBER__FN uint32_t amber_request_approval_raw(amber_wf *wf, amber_bytes action,
+                                              amber_bytes policy, int64_t expires_ms) {
+    if (expires_ms <= 0) __builtin_trap();
+    uint32_t i = amber__wf_push(wf, AMBER__CMD_APPROVAL);
+    wf->cmds[i].name = amber_bytes_copy(action);
+    wf->cmds[i].number = expires_ms;
+    wf->cmds[i].options = amber_bytes_copy(policy);
+    return i;
+}
+
+/*
+ * Asks people to approve `action` (shown to them verbatim) and returns the handle. The run waits
+ * durably — no worker holds it — until the policy is met, someone rejects, or expires_ms pass.
+ * Awaiting it yields ok with a map {"outcome": "approved" | "rejected" | "expired",
+ * "decisions": [{"approver", "approve", "comment", "at_ms"}]}: an expiry is the workflow's
+ * timeout path, not an error. Decisions that arrive before the workflow awaits are kept.
+ */
+AMBER__FN uint32_t amber_request_approval(amber_wf *wf, const char *action,
+                                          const amber_approval_policy *policy,
+                                          int64_t expires_ms) {
+    amber_writer w = amber_writer_heap(64);
+    amber_write_map(&w, 3);
+    amber_write_str(&w, "approvers");
+    amber_write_array(&w, policy->approver_count);
+    for (uint32_t k = 0; k < policy->approver_count; k++) amber_write_str(&w, policy->approvers[k]);
+    amber_write_str(&w, "roles");
+    amber_write_array(&w, policy->role_count);
+    for (uint32_t k = 0; k < policy->role_count; k++) amber_write_str(&w, policy->roles[k]);
+    amber__write_kv_int(&w, "required", policy->required ? policy->required : 1);
+    return amber_request_approval_raw(wf, amber_str(action), amber_writer_bytes(&w), expires_ms);
 }
 
 #endif /* AMBER_COMMANDS_H */

@@ -51,19 +51,21 @@ static inline bool amber_is_cancelled(amber_result r) { return amber_result_is(r
 enum {
     AMBER__CMD_ACTIVITY, AMBER__CMD_NOW, AMBER__CMD_RANDOM, AMBER__CMD_TIMER,
     AMBER__CMD_CANCEL_TIMER, AMBER__CMD_SIGNAL, AMBER__CMD_CHILD, AMBER__CMD_PATCHED,
+    AMBER__CMD_APPROVAL,
 };
 /* The kinds amber_await accepts: the ones whose result is a value the workflow waits for. */
 #define AMBER__AWAITABLE                                                                      \
     ((1u << AMBER__CMD_ACTIVITY) | (1u << AMBER__CMD_TIMER) | (1u << AMBER__CMD_SIGNAL) |     \
-     (1u << AMBER__CMD_CHILD))
+     (1u << AMBER__CMD_CHILD) | (1u << AMBER__CMD_APPROVAL))
 
 typedef struct amber__command {
     uint8_t kind;
-    amber_bytes name;    /* activity name, signal name, child workflow type, change id */
+    amber_bytes name;    /* activity name, signal name, child workflow type, change id, action */
     amber_bytes id;      /* child workflow id */
     amber_bytes payload; /* activity args, random bytes, child input */
     amber_bytes options; /* encoded options map (activity: empty when none; child: always) */
-    int64_t number;      /* now: the value; timer: duration ms; cancel_timer: the timer's index */
+    int64_t number;      /* now: the value; timer: duration ms; cancel_timer: the timer's index;
+                            approval: expiry ms */
 } amber__command;
 
 typedef struct amber__slot {
@@ -267,6 +269,7 @@ static const struct amber__shape {
     [AMBER__CMD_CHILD] = {"child", AMBER__F_NAME | AMBER__F_ID | AMBER__F_PAYLOAD |
                                        AMBER__F_OPTIONS},
     [AMBER__CMD_PATCHED] = {"patched", AMBER__F_NAME},
+    [AMBER__CMD_APPROVAL] = {"approval", AMBER__F_NAME | AMBER__F_NUMBER | AMBER__F_OPTIONS},
 };
 
 /* One command as the array the ABI defines: [tag, name?, id?, payload?, number?, options?]. */

@@ -968,3 +968,281 @@ class TriageResponse(_message.Message):
     outcomes: _containers.RepeatedCompositeFieldContainer[TriageOutcome]
     operator: str
     def __init__(self, outcomes: _Optional[_Iterable[_Union[TriageOutcome, _Mapping]]] = ..., operator: _Optional[str] = ...) -> None: ...
+
+class ApprovalInfo(_message.Message):
+    __slots__ = ("approval_id", "tenant", "run_id", "step", "action", "approvers", "roles", "required", "policy_version", "status", "created_ms", "expires_ms", "decided_ms", "delivered_ms")
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    APPROVERS_FIELD_NUMBER: _ClassVar[int]
+    ROLES_FIELD_NUMBER: _ClassVar[int]
+    REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_MS_FIELD_NUMBER: _ClassVar[int]
+    DELIVERED_MS_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    tenant: str
+    run_id: str
+    step: int
+    action: str
+    approvers: _containers.RepeatedScalarFieldContainer[str]
+    roles: _containers.RepeatedScalarFieldContainer[str]
+    required: int
+    policy_version: str
+    status: str
+    created_ms: int
+    expires_ms: int
+    decided_ms: int
+    delivered_ms: int
+    def __init__(self, approval_id: _Optional[str] = ..., tenant: _Optional[str] = ..., run_id: _Optional[str] = ..., step: _Optional[int] = ..., action: _Optional[str] = ..., approvers: _Optional[_Iterable[str]] = ..., roles: _Optional[_Iterable[str]] = ..., required: _Optional[int] = ..., policy_version: _Optional[str] = ..., status: _Optional[str] = ..., created_ms: _Optional[int] = ..., expires_ms: _Optional[int] = ..., decided_ms: _Optional[int] = ..., delivered_ms: _Optional[int] = ...) -> None: ...
+
+class ApprovalTokenInfo(_message.Message):
+    __slots__ = ("hash_prefix", "approver", "status", "issued_ms", "expires_ms", "closed_ms")
+    HASH_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    ISSUED_MS_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    CLOSED_MS_FIELD_NUMBER: _ClassVar[int]
+    hash_prefix: str
+    approver: str
+    status: str
+    issued_ms: int
+    expires_ms: int
+    closed_ms: int
+    def __init__(self, hash_prefix: _Optional[str] = ..., approver: _Optional[str] = ..., status: _Optional[str] = ..., issued_ms: _Optional[int] = ..., expires_ms: _Optional[int] = ..., closed_ms: _Optional[int] = ...) -> None: ...
+
+class ApprovalDecisionInfo(_message.Message):
+    __slots__ = ("approver", "approve", "comment", "via", "decided_ms")
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    APPROVE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    VIA_FIELD_NUMBER: _ClassVar[int]
+    DECIDED_MS_FIELD_NUMBER: _ClassVar[int]
+    approver: str
+    approve: bool
+    comment: str
+    via: str
+    decided_ms: int
+    def __init__(self, approver: _Optional[str] = ..., approve: _Optional[bool] = ..., comment: _Optional[str] = ..., via: _Optional[str] = ..., decided_ms: _Optional[int] = ...) -> None: ...
+
+class ListApprovalsRequest(_message.Message):
+    __slots__ = ("tenant", "status", "run_id", "limit")
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    status: str
+    run_id: str
+    limit: int
+    def __init__(self, tenant: _Optional[str] = ..., status: _Optional[str] = ..., run_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class ListApprovalsResponse(_message.Message):
+    __slots__ = ("approvals",)
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    approvals: _containers.RepeatedCompositeFieldContainer[ApprovalInfo]
+    def __init__(self, approvals: _Optional[_Iterable[_Union[ApprovalInfo, _Mapping]]] = ...) -> None: ...
+
+class GetApprovalRequest(_message.Message):
+    __slots__ = ("approval_id", "tenant")
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    tenant: str
+    def __init__(self, approval_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
+
+class ApprovalDetail(_message.Message):
+    __slots__ = ("approval", "tokens", "decisions")
+    APPROVAL_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    approval: ApprovalInfo
+    tokens: _containers.RepeatedCompositeFieldContainer[ApprovalTokenInfo]
+    decisions: _containers.RepeatedCompositeFieldContainer[ApprovalDecisionInfo]
+    def __init__(self, approval: _Optional[_Union[ApprovalInfo, _Mapping]] = ..., tokens: _Optional[_Iterable[_Union[ApprovalTokenInfo, _Mapping]]] = ..., decisions: _Optional[_Iterable[_Union[ApprovalDecisionInfo, _Mapping]]] = ...) -> None: ...
+
+class DecideApprovalRequest(_message.Message):
+    __slots__ = ("token", "approve", "comment", "approver", "tenant", "run_id", "step", "has_step")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    APPROVE_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STEP_FIELD_NUMBER: _ClassVar[int]
+    HAS_STEP_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    approve: bool
+    comment: str
+    approver: str
+    tenant: str
+    run_id: str
+    step: int
+    has_step: bool
+    def __init__(self, token: _Optional[str] = ..., approve: _Optional[bool] = ..., comment: _Optional[str] = ..., approver: _Optional[str] = ..., tenant: _Optional[str] = ..., run_id: _Optional[str] = ..., step: _Optional[int] = ..., has_step: _Optional[bool] = ...) -> None: ...
+
+class DecideApprovalResponse(_message.Message):
+    __slots__ = ("approval_id", "status", "counted", "approvals", "required")
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    COUNTED_FIELD_NUMBER: _ClassVar[int]
+    APPROVALS_FIELD_NUMBER: _ClassVar[int]
+    REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    status: str
+    counted: bool
+    approvals: int
+    required: int
+    def __init__(self, approval_id: _Optional[str] = ..., status: _Optional[str] = ..., counted: _Optional[bool] = ..., approvals: _Optional[int] = ..., required: _Optional[int] = ...) -> None: ...
+
+class IssueApprovalTokenRequest(_message.Message):
+    __slots__ = ("approval_id", "approver", "tenant", "operator", "reason")
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    approver: str
+    tenant: str
+    operator: str
+    reason: str
+    def __init__(self, approval_id: _Optional[str] = ..., approver: _Optional[str] = ..., tenant: _Optional[str] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class IssueApprovalTokenResponse(_message.Message):
+    __slots__ = ("token", "link", "expires_ms")
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LINK_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]
+    token: str
+    link: str
+    expires_ms: int
+    def __init__(self, token: _Optional[str] = ..., link: _Optional[str] = ..., expires_ms: _Optional[int] = ...) -> None: ...
+
+class RevokeApprovalTokensRequest(_message.Message):
+    __slots__ = ("approval_id", "approver", "tenant", "operator", "reason")
+    APPROVAL_ID_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    approval_id: str
+    approver: str
+    tenant: str
+    operator: str
+    reason: str
+    def __init__(self, approval_id: _Optional[str] = ..., approver: _Optional[str] = ..., tenant: _Optional[str] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class RevokeApprovalTokensResponse(_message.Message):
+    __slots__ = ("revoked",)
+    REVOKED_FIELD_NUMBER: _ClassVar[int]
+    revoked: int
+    def __init__(self, revoked: _Optional[int] = ...) -> None: ...
+
+class ChangeApproverRoleRequest(_message.Message):
+    __slots__ = ("grant", "tenant", "role", "approver", "operator", "reason")
+    GRANT_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    grant: bool
+    tenant: str
+    role: str
+    approver: str
+    operator: str
+    reason: str
+    def __init__(self, grant: _Optional[bool] = ..., tenant: _Optional[str] = ..., role: _Optional[str] = ..., approver: _Optional[str] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ChangeApproverRoleResponse(_message.Message):
+    __slots__ = ("changed",)
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    changed: bool
+    def __init__(self, changed: _Optional[bool] = ...) -> None: ...
+
+class ListApproverRolesRequest(_message.Message):
+    __slots__ = ("tenant",)
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    tenant: str
+    def __init__(self, tenant: _Optional[str] = ...) -> None: ...
+
+class RoleMember(_message.Message):
+    __slots__ = ("role", "approver")
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    APPROVER_FIELD_NUMBER: _ClassVar[int]
+    role: str
+    approver: str
+    def __init__(self, role: _Optional[str] = ..., approver: _Optional[str] = ...) -> None: ...
+
+class ListApproverRolesResponse(_message.Message):
+    __slots__ = ("members",)
+    MEMBERS_FIELD_NUMBER: _ClassVar[int]
+    members: _containers.RepeatedCompositeFieldContainer[RoleMember]
+    def __init__(self, members: _Optional[_Iterable[_Union[RoleMember, _Mapping]]] = ...) -> None: ...
+
+class VerifyAuditRequest(_message.Message):
+    __slots__ = ("expect_head",)
+    EXPECT_HEAD_FIELD_NUMBER: _ClassVar[int]
+    expect_head: bytes
+    def __init__(self, expect_head: _Optional[bytes] = ...) -> None: ...
+
+class VerifyAuditResponse(_message.Message):
+    __slots__ = ("ok", "checked", "head_seq", "head_hash", "first_bad_seq", "first_bad_audit_id", "problem")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_FIELD_NUMBER: _ClassVar[int]
+    HEAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    HEAD_HASH_FIELD_NUMBER: _ClassVar[int]
+    FIRST_BAD_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FIRST_BAD_AUDIT_ID_FIELD_NUMBER: _ClassVar[int]
+    PROBLEM_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    checked: int
+    head_seq: int
+    head_hash: bytes
+    first_bad_seq: int
+    first_bad_audit_id: int
+    problem: str
+    def __init__(self, ok: _Optional[bool] = ..., checked: _Optional[int] = ..., head_seq: _Optional[int] = ..., head_hash: _Optional[bytes] = ..., first_bad_seq: _Optional[int] = ..., first_bad_audit_id: _Optional[int] = ..., problem: _Optional[str] = ...) -> None: ...
+
+class ListAuditRequest(_message.Message):
+    __slots__ = ("target", "limit", "after_seq")
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQ_FIELD_NUMBER: _ClassVar[int]
+    target: str
+    limit: int
+    after_seq: int
+    def __init__(self, target: _Optional[str] = ..., limit: _Optional[int] = ..., after_seq: _Optional[int] = ...) -> None: ...
+
+class AuditRecord(_message.Message):
+    __slots__ = ("seq", "time_ms", "actor", "action", "target", "reason", "detail", "hash")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    TIME_MS_FIELD_NUMBER: _ClassVar[int]
+    ACTOR_FIELD_NUMBER: _ClassVar[int]
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    HASH_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    time_ms: int
+    actor: str
+    action: str
+    target: str
+    reason: str
+    detail: bytes
+    hash: bytes
+    def __init__(self, seq: _Optional[int] = ..., time_ms: _Optional[int] = ..., actor: _Optional[str] = ..., action: _Optional[str] = ..., target: _Optional[str] = ..., reason: _Optional[str] = ..., detail: _Optional[bytes] = ..., hash: _Optional[bytes] = ...) -> None: ...
+
+class ListAuditResponse(_message.Message):
+    __slots__ = ("records",)
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
+    def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ...) -> None: ...

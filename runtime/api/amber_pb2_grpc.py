@@ -149,6 +149,51 @@ class AmberStub:
                 request_serializer=runtime_dot_api_dot_amber__pb2.TriageRequest.SerializeToString,
                 response_deserializer=runtime_dot_api_dot_amber__pb2.TriageResponse.FromString,
                 _registered_method=True)
+        self.ListApprovals = channel.unary_unary(
+                '/amber.v1.Amber/ListApprovals',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ListApprovalsRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ListApprovalsResponse.FromString,
+                _registered_method=True)
+        self.GetApproval = channel.unary_unary(
+                '/amber.v1.Amber/GetApproval',
+                request_serializer=runtime_dot_api_dot_amber__pb2.GetApprovalRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ApprovalDetail.FromString,
+                _registered_method=True)
+        self.DecideApproval = channel.unary_unary(
+                '/amber.v1.Amber/DecideApproval',
+                request_serializer=runtime_dot_api_dot_amber__pb2.DecideApprovalRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.DecideApprovalResponse.FromString,
+                _registered_method=True)
+        self.IssueApprovalToken = channel.unary_unary(
+                '/amber.v1.Amber/IssueApprovalToken',
+                request_serializer=runtime_dot_api_dot_amber__pb2.IssueApprovalTokenRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.IssueApprovalTokenResponse.FromString,
+                _registered_method=True)
+        self.RevokeApprovalTokens = channel.unary_unary(
+                '/amber.v1.Amber/RevokeApprovalTokens',
+                request_serializer=runtime_dot_api_dot_amber__pb2.RevokeApprovalTokensRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.RevokeApprovalTokensResponse.FromString,
+                _registered_method=True)
+        self.ChangeApproverRole = channel.unary_unary(
+                '/amber.v1.Amber/ChangeApproverRole',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ChangeApproverRoleRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ChangeApproverRoleResponse.FromString,
+                _registered_method=True)
+        self.ListApproverRoles = channel.unary_unary(
+                '/amber.v1.Amber/ListApproverRoles',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ListApproverRolesRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ListApproverRolesResponse.FromString,
+                _registered_method=True)
+        self.VerifyAudit = channel.unary_unary(
+                '/amber.v1.Amber/VerifyAudit',
+                request_serializer=runtime_dot_api_dot_amber__pb2.VerifyAuditRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.VerifyAuditResponse.FromString,
+                _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/amber.v1.Amber/ListAudit',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ListAuditResponse.FromString,
+                _registered_method=True)
         self.PollTask = channel.unary_unary(
                 '/amber.v1.Amber/PollTask',
                 request_serializer=runtime_dot_api_dot_amber__pb2.PollTaskRequest.SerializeToString,
@@ -320,6 +365,62 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListApprovals(self, request, context):
+        """Human approval (runtime/_approvals.py). Decide needs a token; the rest are operator commands.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetApproval(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DecideApproval(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def IssueApprovalToken(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RevokeApprovalTokens(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ChangeApproverRole(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListApproverRoles(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def VerifyAudit(self, request, context):
+        """The hash-chained audit log (history/_audit.py).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PollTask(self, request, context):
         """Workers.
         """
@@ -468,6 +569,51 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.Triage,
                     request_deserializer=runtime_dot_api_dot_amber__pb2.TriageRequest.FromString,
                     response_serializer=runtime_dot_api_dot_amber__pb2.TriageResponse.SerializeToString,
+            ),
+            'ListApprovals': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApprovals,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ListApprovalsRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ListApprovalsResponse.SerializeToString,
+            ),
+            'GetApproval': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetApproval,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.GetApprovalRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ApprovalDetail.SerializeToString,
+            ),
+            'DecideApproval': grpc.unary_unary_rpc_method_handler(
+                    servicer.DecideApproval,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.DecideApprovalRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.DecideApprovalResponse.SerializeToString,
+            ),
+            'IssueApprovalToken': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueApprovalToken,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.IssueApprovalTokenRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.IssueApprovalTokenResponse.SerializeToString,
+            ),
+            'RevokeApprovalTokens': grpc.unary_unary_rpc_method_handler(
+                    servicer.RevokeApprovalTokens,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.RevokeApprovalTokensRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.RevokeApprovalTokensResponse.SerializeToString,
+            ),
+            'ChangeApproverRole': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeApproverRole,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ChangeApproverRoleRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ChangeApproverRoleResponse.SerializeToString,
+            ),
+            'ListApproverRoles': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListApproverRoles,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ListApproverRolesRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ListApproverRolesResponse.SerializeToString,
+            ),
+            'VerifyAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifyAudit,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.VerifyAuditRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.VerifyAuditResponse.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ListAuditRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ListAuditResponse.SerializeToString,
             ),
             'PollTask': grpc.unary_unary_rpc_method_handler(
                     servicer.PollTask,
@@ -1116,6 +1262,249 @@ class Amber:
             '/amber.v1.Amber/Triage',
             runtime_dot_api_dot_amber__pb2.TriageRequest.SerializeToString,
             runtime_dot_api_dot_amber__pb2.TriageResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApprovals(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ListApprovals',
+            runtime_dot_api_dot_amber__pb2.ListApprovalsRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ListApprovalsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetApproval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/GetApproval',
+            runtime_dot_api_dot_amber__pb2.GetApprovalRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ApprovalDetail.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DecideApproval(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/DecideApproval',
+            runtime_dot_api_dot_amber__pb2.DecideApprovalRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.DecideApprovalResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueApprovalToken(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/IssueApprovalToken',
+            runtime_dot_api_dot_amber__pb2.IssueApprovalTokenRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.IssueApprovalTokenResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RevokeApprovalTokens(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/RevokeApprovalTokens',
+            runtime_dot_api_dot_amber__pb2.RevokeApprovalTokensRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.RevokeApprovalTokensResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeApproverRole(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ChangeApproverRole',
+            runtime_dot_api_dot_amber__pb2.ChangeApproverRoleRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ChangeApproverRoleResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListApproverRoles(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ListApproverRoles',
+            runtime_dot_api_dot_amber__pb2.ListApproverRolesRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ListApproverRolesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifyAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/VerifyAudit',
+            runtime_dot_api_dot_amber__pb2.VerifyAuditRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.VerifyAuditResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ListAudit',
+            runtime_dot_api_dot_amber__pb2.ListAuditRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ListAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,

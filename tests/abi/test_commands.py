@@ -12,6 +12,7 @@ from abi import (
     MalformedEnvelope,
     Patched,
     RecordNow,
+    RequestApproval,
     ScheduleActivity,
     StartChild,
     StartTimer,
@@ -38,6 +39,13 @@ GOOD = [
         version="",
     ),
     Patched(change_id="add-audit"),
+    RequestApproval(
+        action="refund 120.00 EUR",
+        approvers=("ann", "bea"),
+        roles=("finance",),
+        required=2,
+        expires_ms=86_400_000,
+    ),
 ]
 
 
@@ -61,6 +69,14 @@ def test_every_kind_round_trips(command: Any) -> None:
         (["patched", ""], "change id must be 1-256 printable"),
         (["timer", -1], "duration_ms must be an integer"),
         (["activity", "charge", b"", {"heartbeat_ms": True}], "heartbeat_ms must be an integer"),
+        (["approval", "pay", 1000, {}], "name at least one approver or role"),
+        (["approval", "pay", 1000, {"approvers": ["a"], "required": 2}], "2 approvals required"),
+        (["approval", "pay", 0, {"approvers": ["a"]}], "expires_ms must be a positive"),
+        (["approval", "", 1000, {"approvers": ["a"]}], "an action has 1 to 1000"),
+        (["approval", "pay", 1000, {"approvers": ["a"], "quorum": 1}], "unknown policy keys"),
+        (["approval", "pay", 1000, {"approvers": ["a"] * 65}], "at most 64"),
+        (["approval", "pay", 1000, {"approvers": ["a"], "required": True}], "positive integer"),
+        (["approval", "pay", 1000, ["a"]], "expected"),
     ],
 )
 def test_bad_commands_are_refused_with_the_reason(value: Any, message: str) -> None:

@@ -1,0 +1,53 @@
+"""The audit RPCs (a mixin of the servicer): verify the chain, list records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from ._audit_service import AuditService
+from ._clock import to_ms
+from ._rpc import rpc
+from .api import amber_pb2 as pb
+
+
+class AuditRpcs:
+    """VerifyAudit and ListAudit."""
+
+    def __init__(self, audit: AuditService) -> None:
+        self._audit = audit
+
+    @rpc
+    def VerifyAudit(self, request: pb.VerifyAuditRequest, context: Any) -> pb.VerifyAuditResponse:
+        result = self._audit.verify(request.expect_head or None)
+        return pb.VerifyAuditResponse(
+            ok=result.ok,
+            checked=result.checked,
+            head_seq=result.head_seq,
+            head_hash=result.head_hash,
+            first_bad_seq=result.first_bad_seq or 0,
+            first_bad_audit_id=result.first_bad_audit_id or 0,
+            problem=result.problem,
+        )
+
+    @rpc
+    def ListAudit(self, request: pb.ListAuditRequest, context: Any) -> pb.ListAuditResponse:
+        entries = self._audit.list(
+            request.target or None, request.limit or 100, after_seq=request.after_seq
+        )
+        return pb.ListAuditResponse(
+            records=[
+                pb.AuditRecord(
+                    seq=e.seq,
+                    time_ms=to_ms(e.at),
+                    actor=e.actor,
+                    action=e.action,
+                    target=e.target,
+                    reason=e.reason,
+                    detail=msgpack.packb(e.detail, use_bin_type=True),
+                    hash=e.hash,
+                )
+                for e in entries
+            ]
+        )

@@ -1,0 +1,256 @@
+"""Human approval steps against a real server and the `expense` sample: approve, reject, expiry
+into the timeout path, a 2-of-3 quorum with a duplicate click, and every refused token — each
+refusal changes nothing in the run and leaves an audit record."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from history import Database, EventType, RunStatus, audit_for_txn
+from runtime import (
+    ApprovalClosed,
+    InvalidToken,
+    IssuedToken,
+    ManualClock,
+    Sandbox,
+    decode,
+)
+from tests.conftest import InProcessServer
+from tests.runtime._engine_helpers import make_worker, settle
+
+DAY_MS = 24 * 3600 * 1000
+
+
+class Inbox:
+    """An approval sink that keeps what it was given, by approver (tests read the tokens)."""
+
+    def __init__(self) -> None:
+        self.issued: list[IssuedToken] = []
+        self._lock = threading.Lock()
+
+    def deliver(self, issued: IssuedToken) -> None:
+        with self._lock:
+            self.issued.append(issued)
+
+    def token(self, approver: str) -> str:
+        return next(i.token for i in reversed(self.issued) if i.approver == approver)
+
+
+Engine = tuple[InProcessServer, ManualClock, Inbox]
+
+
+@pytest.fixture
+def engine(make_server: Callable[..., InProcessServer], modules: dict[str, bytes]) -> Engine:
+    clock, inbox = ManualClock(), Inbox()
+    srv = make_server(clock=clock, approval_sink=inbox)
+    srv.client.upload_version(modules["expense"], promote=True)
+    return srv, clock, inbox
+
+
+def _start(
+    engine: Engine,
+    sandbox: Sandbox,
+    *,
+    approvers: list[str] | None = None,
+    roles: list[str] | None = None,
+    required: int = 1,
+    expires_ms: int = DAY_MS,
+    **extra: Any,
+) -> str:
+    srv, _, _ = engine
+    policy = {"approvers": approvers or [], "roles": roles or [], "required": required}
+    run_id = srv.client.start_run(
+        "expense",
+        {"expense_id": "E-1", "policy": policy, "expires_ms": expires_ms, **extra},
+    ).run.run_id
+    settle(make_worker(srv.client, sandbox))  # requests the approval and waits
+    srv.server.sweep()  # mints and delivers the tokens
+    return run_id
+
+
+def _finish(engine: Engine, sandbox: Sandbox, run_id: str) -> dict[str, Any]:
+    srv, _, _ = engine
+    settle(make_worker(srv.client, sandbox))
+    run = srv.client.result(run_id)
+    assert run.status is RunStatus.COMPLETED, srv.client.describe(run_id)
+    result: dict[str, Any] = decode(run.result)
+    return result
+
+
+def _refusals(db: Database) -> list[str]:
+    def txn(cur: Any) -> list[str]:
+        cur.execute("SELECT reason FROM amber_audit WHERE action = 'approval.refused' ORDER BY 1")
+        return [row[0] for row in cur.fetchall()]
+
+    return db.run(txn)
+
+
+def test_an_approval_lets_the_run_pay(engine: Engine, sandbox: Sandbox) -> None:
+    srv, _, inbox = engine
+    run_id = _start(engine, sandbox, approvers=["alice"])
+    (issued,) = inbox.issued
+    assert issued.approver == "alice" and len(issued.token) >= 32  # ≥ 192 bits, url-safe
+    assert srv.client.result(run_id).status is RunStatus.RUNNING
+    outcome = srv.client.decide_approval(issued.token, approve=True, comment="ok")
+    assert outcome.status == "approved" and outcome.counted
+    result = _finish(engine, sandbox, run_id)
+    assert result["status"] == "paid" and result["outcome"] == "approved"
+    assert [(d["approver"], d["approve"], d["comment"]) for d in result["decisions"]] == [
+        ("alice", True, "ok")
+    ]
+    (approval,) = srv.client.list_approvals(run_id=run_id)
+    assert approval.status == "approved" and approval.action == "pay expense E-1"
+
+
+def test_a_rejection_ends_the_approval(engine: Engine, sandbox: Sandbox) -> None:
+    srv, _, inbox = engine
+    run_id = _start(engine, sandbox, approvers=["alice", "bob"], required=2)
+    srv.client.decide_approval(inbox.token("bob"), approve=False, comment="too much")
+    result = _finish(engine, sandbox, run_id)
+    assert result["status"] == "rejected" and result["outcome"] == "rejected"
+    with pytest.raises(InvalidToken):  # the other approver's token was revoked with it
+        srv.client.decide_approval(inbox.token("alice"), approve=True)
+
+
+def test_expiry_takes_the_timeout_path(engine: Engine, sandbox: Sandbox) -> None:
+    srv, clock, inbox = engine
+    run_id = _start(engine, sandbox, approvers=["alice"], expires_ms=3 * DAY_MS)
+    clock.advance(timedelta(days=3, seconds=1))  # three days pass: no worker holds the run
+    srv.server.sweep()
+    result = _finish(engine, sandbox, run_id)
+    assert result["status"] == "escalated" and result["outcome"] == "expired"
+    with pytest.raises(InvalidToken):
+        srv.client.decide_approval(inbox.token("alice"), approve=True)
+    events = [e.type for e in srv.client.history(run_id)]
+    assert events.count(EventType.APPROVAL_RESOLVED) == 1
+
+
+def test_a_quorum_of_two_of_three_counts_a_duplicate_click_once(
+    engine: Engine, sandbox: Sandbox, db: Database
+) -> None:
+    srv, _, inbox = engine
+    run_id = _start(engine, sandbox, approvers=["ann", "bea", "cid"], required=2)
+    first = srv.client.decide_approval(inbox.token("ann"), approve=True)
+    assert (first.status, first.approvals, first.required) == ("pending", 1, 2)
+    with pytest.raises(InvalidToken, match="invalid, expired, used or revoked"):
+        srv.client.decide_approval(inbox.token("ann"), approve=True)  # the same click again
+    token, _ = srv.client.issue_approval_token(
+        first.approval_id, "ann", reason="ann lost the mail", operator="ops"
+    )
+    again = srv.client.decide_approval(token, approve=True)  # a second token, same approver
+    assert not again.counted and again.approvals == 1 and again.status == "pending"
+    done = srv.client.decide_approval(inbox.token("bea"), approve=True)
+    assert done.status == "approved" and done.approvals == 2
+    result = _finish(engine, sandbox, run_id)
+    assert [d["approver"] for d in result["decisions"]] == ["ann", "bea"]
+    assert _refusals(db) == ["token already used"]
+
+
+def test_replayed_forged_and_misdirected_tokens_change_nothing_and_are_audited(
+    engine: Engine, sandbox: Sandbox, db: Database
+) -> None:
+    srv, _, inbox = engine
+    run_id = _start(engine, sandbox, approvers=["alice"])
+    other = _start(engine, sandbox, approvers=["alice"])
+    token = inbox.token("alice")  # the newest: `other`'s
+    before = len(srv.client.history(other))
+    attempts: list[tuple[str, dict[str, Any]]] = [
+        (secrets.token_urlsafe(24), {}),  # forged
+        ("", {}),  # empty
+        ("x" * 500, {}),  # oversized
+        (token, {"run_id": run_id}),  # for another run
+        (token, {"step": 7}),  # for another step
+        (token, {"tenant": "acme"}),  # for another tenant
+        (token, {"approver": "mallory"}),  # someone else's link
+    ]
+    for bad, where in attempts:
+        with pytest.raises(InvalidToken):
+            srv.client.decide_approval(bad, approve=True, **where)
+    assert len(srv.client.history(other)) == before
+    assert srv.client.get_approval(srv.client.list_approvals(run_id=other)[0].approval_id)
+    assert sorted(_refusals(db)) == sorted(
+        [
+            "identity mismatch: claimed 'mallory'",
+            "malformed token",
+            "malformed token",
+            "unknown token",
+            "wrong run",
+            "wrong step",
+            "wrong tenant",
+        ]
+    )
+    srv.client.decide_approval(token, approve=True)  # the real one still works, once
+    with pytest.raises(InvalidToken):
+        srv.client.decide_approval(token, approve=True)  # replayed
+    assert _finish(engine, sandbox, other)["status"] == "paid"
+    assert srv.client.result(run_id).status is RunStatus.RUNNING
+
+
+def test_an_approver_whose_role_was_removed_after_issue_is_refused(
+    engine: Engine, sandbox: Sandbox, db: Database
+) -> None:
+    srv, _, inbox = engine
+    for who in ("bob", "eve"):
+        srv.client.change_approver_role(
+            grant=True, role="finance", approver=who, reason="team", operator="ops"
+        )
+    run_id = _start(engine, sandbox, roles=["finance"])
+    assert sorted(i.approver for i in inbox.issued) == ["bob", "eve"]
+    srv.client.change_approver_role(
+        grant=False, role="finance", approver="bob", reason="left the team", operator="ops"
+    )
+    with pytest.raises(InvalidToken, match="no longer authorised"):
+        srv.client.decide_approval(inbox.token("bob"), approve=True)
+    assert _refusals(db) == ["approver no longer authorised by the current policy"]
+    srv.client.decide_approval(inbox.token("eve"), approve=True)
+    assert _finish(engine, sandbox, run_id)["decisions"][0]["approver"] == "eve"
+    (detail,) = [srv.client.get_approval(a.approval_id) for a in srv.client.list_approvals()]
+    assert {t.approver: t.status for t in detail.tokens} == {"bob": "revoked", "eve": "used"}
+    entries = db.run(lambda cur: audit_for_txn(cur, f"approval:{detail.approval.approval_id}"))
+    assert [e.action for e in entries][::-1] == ["approval.approve"]
+
+
+def test_a_decision_before_the_workflow_waits_is_kept_and_applied_when_it_does(
+    engine: Engine, sandbox: Sandbox
+) -> None:
+    srv, _, inbox = engine
+    policy = {"approvers": ["alice"], "roles": [], "required": 1}
+    run_id = srv.client.start_run(
+        "expense",
+        {"expense_id": "E-2", "policy": policy, "expires_ms": DAY_MS, "prepare_first": True},
+    ).run.run_id
+    worker = make_worker(srv.client, sandbox)
+    worker.stop()  # one task at a time: the activation, not yet `prepare`
+    assert worker.run_once(wait_s=2)
+    srv.server.sweep()
+    srv.client.decide_approval(inbox.token("alice"), approve=True)  # `prepare` has not run
+    types = [e.type for e in srv.client.history(run_id)]
+    assert EventType.APPROVAL_RESOLVED in types and EventType.ACTIVITY_COMPLETED not in types
+    tasks = {t.name: t.state.value for t in srv.client.describe(run_id).tasks}
+    assert tasks["prepare"] == "pending"  # the decision came first; the workflow waits later
+    assert _finish(engine, sandbox, run_id)["status"] == "paid"
+
+
+def test_operator_commands_on_approvals(engine: Engine, sandbox: Sandbox) -> None:
+    srv, _, inbox = engine
+    run_id = _start(engine, sandbox, approvers=["alice", "bob"], required=2)
+    (approval,) = srv.client.list_approvals(run_id=run_id, status="pending")
+    assert (
+        srv.client.revoke_approval_tokens(
+            approval.approval_id, approver="alice", reason="phished", operator="ops"
+        )
+        == 1
+    )
+    with pytest.raises(InvalidToken):
+        srv.client.decide_approval(inbox.token("alice"), approve=True)
+    with pytest.raises(Exception, match="not an approver"):
+        srv.client.issue_approval_token(approval.approval_id, "zed", reason="x", operator="ops")
+    srv.client.decide_approval(inbox.token("bob"), approve=False)
+    with pytest.raises(ApprovalClosed):
+        srv.client.issue_approval_token(approval.approval_id, "alice", reason="x", operator="o")
