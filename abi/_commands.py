@@ -321,8 +321,8 @@ def _approval(value: list[Any], where: str) -> Command:
             raise MalformedEnvelope(f"{where}: {key} must be a list of at most {MAX_APPROVERS}")
         names[key] = tuple(dict.fromkeys(_id(i, where, key[:-1]) for i in items))
     required = policy.get("required", 1)
-    if not isinstance(required, int) or isinstance(required, bool) or required < 1:
-        raise MalformedEnvelope(f"{where}: required must be a positive integer")
+    if not isinstance(required, int) or isinstance(required, bool) or not 1 <= required <= 10_000:
+        raise MalformedEnvelope(f"{where}: required must be an integer in [1, 10000]")
     if not names["approvers"] and not names["roles"]:
         raise MalformedEnvelope(f"{where}: name at least one approver or role")
     if not names["roles"] and required > len(names["approvers"]):

@@ -53,6 +53,8 @@ class ApprovalToken:
     issued_at: datetime
     expires_at: datetime
     closed_at: datetime | None = None
+    issued_by: str | None = None
+    """The operator who minted it by hand; None when it went out through the delivery sink."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +73,7 @@ _APPROVAL = (
 )
 _TOKEN = (
     "token_hash, approval_id::text, approver, tenant, run_id::text, cmd, action_sha256,"
-    " policy_version, status, issued_at, expires_at, closed_at"
+    " policy_version, status, issued_at, expires_at, closed_at, issued_by"
 )
 
 
@@ -98,7 +100,7 @@ def _approval(row: tuple[Any, ...]) -> Approval:
 
 def _token(row: tuple[Any, ...]) -> ApprovalToken:
     (token_hash, approval_id, approver, tenant, run_id, cmd, action_sha256, policy_version,
-     status, issued_at, expires_at, closed_at) = row  # fmt: skip
+     status, issued_at, expires_at, closed_at, issued_by) = row  # fmt: skip
     return ApprovalToken(
         token_hash=bytes(token_hash),
         approval_id=approval_id,
@@ -112,6 +114,7 @@ def _token(row: tuple[Any, ...]) -> ApprovalToken:
         issued_at=issued_at,
         expires_at=expires_at,
         closed_at=closed_at,
+        issued_by=issued_by,
     )
 
 
@@ -205,7 +208,7 @@ def close_approval_txn(cur: Cursor, approval_id: str, status: str, now: datetime
 def insert_token_txn(cur: Cursor, token: ApprovalToken) -> None:
     cur.execute(
         f"INSERT INTO amber_approval_tokens ({_TOKEN.replace('::text', '')})"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
         (
             token.token_hash,
             token.approval_id,
@@ -219,6 +222,7 @@ def insert_token_txn(cur: Cursor, token: ApprovalToken) -> None:
             token.issued_at,
             token.expires_at,
             token.closed_at,
+            token.issued_by,
         ),
     )
 
@@ -312,6 +316,33 @@ def revoke_role_txn(cur: Cursor, tenant: str, role: str, approver: str) -> bool:
         (tenant, role, approver),
     )
     return cur.rowcount == 1
+
+
+def cancel_run_approvals_txn(cur: Cursor, run_id: str, now: datetime) -> list[str]:
+    """A closing run's pending approvals end `cancelled` and their tokens are revoked; returns
+    their ids."""
+    cur.execute(
+        "UPDATE amber_approvals SET status = 'cancelled', decided_at = %s"
+        " WHERE run_id = %s AND status = 'pending' RETURNING approval_id::text",
+        (now, run_id),
+    )
+    ids = [row[0] for row in cur.fetchall()]
+    for approval_id in ids:
+        revoke_tokens_txn(cur, approval_id, now)
+    return ids
+
+
+def has_role_txn(cur: Cursor, tenant: str, roles: tuple[str, ...], approver: str) -> bool:
+    """Whether `approver` holds one of `roles` now; the row is share-locked so that a role
+    removal waits for the decision that relied on it."""
+    if not roles:
+        return False
+    cur.execute(
+        "SELECT 1 FROM amber_approver_roles WHERE tenant = %s AND role = ANY(%s)"
+        " AND approver = %s LIMIT 1 FOR SHARE",
+        (tenant, list(roles), approver),
+    )
+    return cur.fetchone() is not None
 
 
 def role_members_txn(cur: Cursor, tenant: str, roles: tuple[str, ...]) -> list[str]:

@@ -247,6 +247,11 @@ def make_approval_app(desk: ApprovalDesk, *, secret_key: bytes, https: bool = Fa
         response.set_data(render_template("error.html", heading=heading, message=message))
         return response
 
+    def log_exception(exc_info: Any) -> None:
+        # Flask's own logger names the request path, which holds the token: redact it.
+        _log.error("approval page error on %s", _redact(request.path), exc_info=exc_info)
+
+    app.log_exception = log_exception  # type: ignore[method-assign]
     return app
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timedelta
+from typing import Any
 
 import msgpack
 
@@ -26,7 +27,8 @@ from history import (
     insert_timer_txn,
 )
 
-from ._clock import to_ms
+from ._clock import from_ms, to_ms
+from ._errors import CorruptHistory
 from ._ids import new_run_id
 
 
@@ -38,6 +40,40 @@ def policy_version(approvers: tuple[str, ...], roles: tuple[str, ...], required:
     """What a token is bound to: a change of the policy is a different version."""
     packed = msgpack.packb([sorted(approvers), sorted(roles), required], use_bin_type=True)
     return hashlib.sha256(packed).hexdigest()[:32]
+
+
+def restore_approval_txn(cur: Cursor, run: Run, payload: dict[str, Any], now: datetime) -> None:
+    """A reset copied an unresolved `ApprovalRequested` into `run`: the approval is requested
+    again for it (new id, new tokens), expiring when the original would have."""
+    approvers, roles = tuple(payload["approvers"]), tuple(payload["roles"])
+    expires_at = from_ms(payload["expires_at_ms"])
+    insert_approval_txn(
+        cur,
+        Approval(
+            approval_id=new_run_id(),
+            tenant=run.tenant,
+            run_id=run.run_id,
+            cmd=payload["cmd"],
+            action=payload["action"],
+            approvers=approvers,
+            roles=roles,
+            required=payload["required"],
+            policy_version=policy_version(approvers, roles, payload["required"]),
+            status="pending",
+            created_at=now,
+            expires_at=expires_at,
+        ),
+    )
+    insert_timer_txn(
+        cur,
+        Timer(
+            run_id=run.run_id,
+            timer_id=approval_timer_id(payload["cmd"]),
+            kind=TimerKind.APPROVAL,
+            cmd=payload["cmd"],
+            fire_at=expires_at,
+        ),
+    )
 
 
 def request_approval_txn(
@@ -59,7 +95,8 @@ def request_approval_txn(
         created_at=now,
         expires_at=expires_at,
     )
-    insert_approval_txn(cur, approval)
+    if not insert_approval_txn(cur, approval):
+        raise CorruptHistory(f"run {run.run_id} already has an approval at command {cmd}")
     insert_timer_txn(
         cur,
         Timer(

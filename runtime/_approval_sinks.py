@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
@@ -23,8 +24,10 @@ class WebhookSink:
     {approval_id, approver, link, token, action, tenant, run_id, expires_at}."""
 
     def __init__(self, url: str, *, timeout_s: float = 10.0) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"{WEBHOOK_ENV} must be an http(s) URL")
+        parsed = urllib.parse.urlsplit(url)
+        loopback = parsed.hostname in ("127.0.0.1", "::1", "localhost")
+        if parsed.scheme != "https" and not (parsed.scheme == "http" and loopback):
+            raise ValueError(f"{WEBHOOK_ENV} must be an https URL (http only on loopback)")
         self._url = url
         self._timeout = timeout_s
 

@@ -23,6 +23,7 @@ storing tokens encrypted for re-sending (a stolen key would expose every live to
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import secrets
@@ -54,6 +55,7 @@ from history import (
     get_run_txn,
     get_token_txn,
     grant_role_txn,
+    has_role_txn,
     insert_token_txn,
     list_approvals_txn,
     mark_delivered_txn,
@@ -82,7 +84,7 @@ from ._settings import EngineSettings
 _log = logging.getLogger(__name__)
 MAX_TOKEN_CHARS = 128
 MAX_COMMENT_CHARS = 1000
-_STATUSES = ("pending", "approved", "rejected", "expired")
+_STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,10 +141,14 @@ def _action_hash(action: str) -> bytes:
 class _Refused(Exception):
     """A decision refused during validation (nothing but its audit record is written)."""
 
-    def __init__(self, error: InvalidToken | ApprovalClosed, detail: str) -> None:
+    def __init__(
+        self, error: InvalidToken | ApprovalClosed, detail: str, approval_id: str = ""
+    ) -> None:
         super().__init__(detail)
         self.error = error
         self.detail = detail
+        self.approval_id = approval_id
+        """The approval the token named, when it named one (the audit record's target)."""
 
 
 class ApprovalService:
@@ -208,7 +214,7 @@ class ApprovalService:
             try:
                 return self._decide_txn(cur, request)
             except _Refused as refusal:
-                self._audit_refusal_txn(cur, request, refusal.detail)
+                self._audit_refusal_txn(cur, request, refusal)
                 return refusal, []
 
         outcome, wakes = self._db.run(txn)
@@ -217,16 +223,19 @@ class ApprovalService:
         self._poke(wakes)
         return outcome
 
-    def _token_txn(self, cur: Cursor, token: str, *, for_update: bool) -> ApprovalToken:
+    def _token_txn(
+        self, cur: Cursor, token: str, *, for_update: bool, lock: bool = True
+    ) -> ApprovalToken:
+        """The pending, unexpired token; a refusal otherwise (`for_update`: one to audit)."""
         invalid = InvalidToken("this approval link is invalid, expired, used or revoked")
         if not token or len(token) > MAX_TOKEN_CHARS or not token.isascii():
             raise _Refused(invalid, "malformed token") if for_update else invalid
-        stored = get_token_txn(cur, token_hash(token), for_update=for_update)
+        stored = get_token_txn(cur, token_hash(token), for_update=for_update and lock)
         if stored is None:
             raise _Refused(invalid, "unknown token") if for_update else invalid
         problem = self._token_problem(stored)
         if problem:
-            raise _Refused(invalid, problem) if for_update else invalid
+            raise _Refused(invalid, problem, stored.approval_id) if for_update else invalid
         return stored
 
     def _token_problem(self, stored: ApprovalToken) -> str:
@@ -241,26 +250,39 @@ class ApprovalService:
     def _decide_txn(
         self, cur: Cursor, request: DecisionRequest
     ) -> tuple[DecisionOutcome | _Refused, list[Wake]]:
+        # Lock order, as everywhere: run, approval, token (the token is read first unlocked,
+        # to find the others, then locked and checked again).
+        seen = self._token_txn(cur, request.token, for_update=True, lock=False)
+        run = get_run_txn(cur, seen.run_id, for_update=True)
+        approval = get_approval_txn(cur, seen.approval_id, for_update=True)
         stored = self._token_txn(cur, request.token, for_update=True)
-        approval = get_approval_txn(cur, stored.approval_id, for_update=True)
-        run = get_run_txn(cur, stored.run_id, for_update=True)
         if approval is None or run is None:
             raise _Refused(InvalidToken("this approval no longer exists"), "approval gone")
         self._check_bindings(stored, approval, request)
         if approval.status != "pending" or run.status.closed:
             state = approval.status if approval.status != "pending" else f"run {run.status.value}"
-            raise _Refused(ApprovalClosed(f"this approval is already {state}"), f"closed: {state}")
+            raise _Refused(
+                ApprovalClosed(f"this approval is already {state}"),
+                f"closed: {state}",
+                approval.approval_id,
+            )
         if approval.expires_at <= self._clock.now():
-            raise _Refused(ApprovalClosed("this approval has expired"), "approval expired")
+            raise _Refused(
+                ApprovalClosed("this approval has expired"),
+                "approval expired",
+                approval.approval_id,
+            )
         if request.approver and request.approver != stored.approver:
             raise _Refused(
                 InvalidToken("this approval link belongs to someone else"),
                 f"identity mismatch: claimed {request.approver[:64]!r}",
+                approval.approval_id,
             )
         if not self._authorised_txn(cur, approval, stored.approver):
             raise _Refused(
                 InvalidToken(f"{stored.approver} is no longer authorised to decide this"),
                 "approver no longer authorised by the current policy",
+                approval.approval_id,
             )
         now = self._clock.now()
         if not use_token_txn(cur, stored.token_hash, now):  # the row lock makes this certain
@@ -282,7 +304,11 @@ class ApprovalService:
             else "approval.duplicate",
             approval=approval,
             reason=request.comment,
-            detail={"via": request.via, "token": stored.token_hash.hex()[:12]},
+            detail={
+                "via": request.via,
+                "token": stored.token_hash.hex()[:12],
+                "issued_by": stored.issued_by,
+            },
         )
         decisions = decisions_txn(cur, approval.approval_id)
         approvals = sum(d.approve for d in decisions)
@@ -315,7 +341,9 @@ class ApprovalService:
         )
         if not bound:
             raise _Refused(
-                InvalidToken("this approval link does not match its approval"), "binding mismatch"
+                InvalidToken("this approval link does not match its approval"),
+                "binding mismatch",
+                approval.approval_id,
             )
         wrong = [
             what
@@ -331,12 +359,13 @@ class ApprovalService:
             raise _Refused(
                 InvalidToken(f"this token is for another {' and '.join(wrong)}"),
                 f"wrong {', '.join(wrong)}",
+                approval.approval_id,
             )
 
     def _authorised_txn(self, cur: Cursor, approval: Approval, approver: str) -> bool:
         if approver in approval.approvers:
             return True
-        return approver in role_members_txn(cur, approval.tenant, approval.roles)
+        return has_role_txn(cur, approval.tenant, approval.roles, approver)
 
     # -- delivery -------------------------------------------------------------------------------
 
@@ -361,16 +390,38 @@ class ApprovalService:
         for token in issued:
             try:
                 sink.deliver(token)
-            except Exception:
+            except Exception as exc:
                 _log.exception(
                     "approval %s: delivery to %s failed (re-issue with `amber approvals issue`)",
                     token.approval_id,
                     token.approver,
                 )
+                self._db.run(functools.partial(self._undelivered_txn, issued=token, error=exc))
         return len(issued)
 
+    def _undelivered_txn(self, cur: Cursor, *, issued: IssuedToken, error: Exception) -> None:
+        """A token that never reached its approver is revoked (nobody holds it) and the failure
+        is audited, so an operator sees it and re-issues."""
+        revoke_tokens_txn(cur, issued.approval_id, self._clock.now(), approver=issued.approver)
+        record_audit_txn(
+            cur,
+            AuditEntry(
+                actor="amber",
+                action="approval.undelivered",
+                target=f"approval:{issued.approval_id}",
+                reason=f"{type(error).__name__}: {error}"[:500],
+                detail={"approver": issued.approver, "token": token_hash(issued.token).hex()[:12]},
+                at=self._clock.now(),
+            ),
+        )
+
     def _mint_txn(
-        self, cur: Cursor, approval: Approval, approver: str, now: datetime
+        self,
+        cur: Cursor,
+        approval: Approval,
+        approver: str,
+        now: datetime,
+        issued_by: str | None = None,
     ) -> IssuedToken:
         token = secrets.token_urlsafe(24)
         insert_token_txn(
@@ -387,6 +438,7 @@ class ApprovalService:
                 status="pending",
                 issued_at=now,
                 expires_at=approval.expires_at,
+                issued_by=issued_by,
             ),
         )
         base = self._link_base() if self._link_base is not None else ""
@@ -410,6 +462,8 @@ class ApprovalService:
         tokens are revoked); the plain token is returned once, never stored."""
 
         def txn(cur: Cursor) -> IssuedToken:
+            found = self._approval_txn(cur, approval_id, tenant)
+            get_run_txn(cur, found.run_id, for_update=True)  # lock order: run, approval, tokens
             approval = self._approval_txn(cur, approval_id, tenant, for_update=True)
             if approval.status != "pending":
                 raise ApprovalClosed(f"approval {approval_id} is already {approval.status}")
@@ -417,14 +471,18 @@ class ApprovalService:
                 raise InvalidInput(f"{approver!r} is not an approver of {approval_id}")
             now = self._clock.now()
             revoked = revoke_tokens_txn(cur, approval.approval_id, now, approver=approver)
-            issued = self._mint_txn(cur, approval, approver, now)
+            issued = self._mint_txn(cur, approval, approver, now, issued_by=operator)
             self._audit_txn(
                 cur,
                 actor=operator,
                 action="approval.issue",
                 approval=approval,
                 reason=reason,
-                detail={"approver": approver, "revoked": revoked},
+                detail={
+                    "approver": approver,
+                    "revoked": revoked,
+                    "token": token_hash(issued.token).hex()[:12],
+                },
             )
             return issued
 
@@ -442,6 +500,8 @@ class ApprovalService:
         """Revoke an approval's pending tokens (or one approver's); how many were revoked."""
 
         def txn(cur: Cursor) -> int:
+            found = self._approval_txn(cur, approval_id, tenant)
+            get_run_txn(cur, found.run_id, for_update=True)  # lock order: run, approval, tokens
             approval = self._approval_txn(cur, approval_id, tenant, for_update=True)
             count = revoke_tokens_txn(
                 cur, approval.approval_id, self._clock.now(), approver=approver
@@ -551,18 +611,20 @@ class ApprovalService:
             ),
         )
 
-    def _audit_refusal_txn(self, cur: Cursor, request: DecisionRequest, detail: str) -> None:
+    def _audit_refusal_txn(self, cur: Cursor, request: DecisionRequest, refusal: _Refused) -> None:
         digest = token_hash(request.token).hex()[:12] if request.token else ""
+        target = f"approval:{refusal.approval_id}" if refusal.approval_id else f"token:{digest}"
         record_audit_txn(
             cur,
             AuditEntry(
                 actor=request.approver or "unknown",
                 action="approval.refused",
-                target=f"token:{digest}",
-                reason=detail,
+                target=target,
+                reason=refusal.detail,
                 detail={
                     "via": request.via,
                     "approve": request.approve,
+                    "token": digest,
                     "tenant": request.tenant,
                     "run_id": request.run_id,
                     "step": request.step,

@@ -20,6 +20,9 @@ class AuditRpcs:
 
     @rpc
     def VerifyAudit(self, request: pb.VerifyAuditRequest, context: Any) -> pb.VerifyAuditResponse:
+        if request.head_only:
+            seq, digest = self._audit.head()
+            return pb.VerifyAuditResponse(ok=True, head_seq=seq, head_hash=digest)
         result = self._audit.verify(request.expect_head or None)
         return pb.VerifyAuditResponse(
             ok=result.ok,

@@ -162,14 +162,14 @@ class AmberClient:
     def cancel(self, run: str, *, reason: str = "", operator: str = "", tenant: str = "") -> bool:
         """Request cancellation; returns False if it had already been requested."""
         request = pb.CancelRunRequest(run_id=run, tenant=tenant, reason=reason, operator=operator)
-        return not self._call(self._stub.CancelRun, request).already_requested
+        return not self._call(self._stub.CancelRun, request, operator=True).already_requested
 
     def terminate(self, run: str, *, reason: str, operator: str = "", tenant: str = "") -> None:
         """Close a run at once (audited with `reason` and `operator`)."""
         request = pb.TerminateRunRequest(
             run_id=run, tenant=tenant, reason=reason, operator=operator
         )
-        self._call(self._stub.TerminateRun, request)
+        self._call(self._stub.TerminateRun, request, operator=True)
 
     def reset(
         self, run: str, *, to_event: int, reason: str, operator: str = "", tenant: str = ""
@@ -178,7 +178,7 @@ class AmberClient:
         request = pb.ResetRunRequest(
             run_id=run, tenant=tenant, to_event=to_event, reason=reason, operator=operator
         )
-        return m.run_from_pb(self._call(self._stub.ResetRun, request).run)
+        return m.run_from_pb(self._call(self._stub.ResetRun, request, operator=True).run)
 
     def describe(self, run_id: str, *, tenant: str = "") -> RunDescription:
         """The run, its open tasks and its recent failures."""
@@ -243,7 +243,9 @@ class AmberClient:
     def label_version(self, ref: str, label: str, *, operator: str = "") -> ModuleVersion:
         """Name a version (`orders@2.0`); a label names one digest forever."""
         request = pb.LabelVersionRequest(ref=ref, label=label, operator=operator)
-        return m.version_from_pb(self._call(self._stub.LabelVersion, request).version)
+        return m.version_from_pb(
+            self._call(self._stub.LabelVersion, request, operator=True).version
+        )
 
     def change_rollout(
         self,
@@ -264,7 +266,7 @@ class AmberClient:
             operator=operator,
             reason=reason,
         )
-        return m.rollout_from_pb(self._call(self._stub.ChangeRollout, request))
+        return m.rollout_from_pb(self._call(self._stub.ChangeRollout, request, operator=True))
 
     def rollout(self, workflow_type: str) -> TypeStatus:
         """The type's versions side by side: role, pinned runs, activations, failures, fuel."""
@@ -274,7 +276,9 @@ class AmberClient:
     def retire_version(self, ref: str, *, reason: str, operator: str = "") -> ModuleVersion:
         """Retire a version nothing uses any more (refused, with the counts, otherwise)."""
         request = pb.RetireVersionRequest(ref=ref, reason=reason, operator=operator)
-        return m.version_from_pb(self._call(self._stub.RetireVersion, request).version)
+        return m.version_from_pb(
+            self._call(self._stub.RetireVersion, request, operator=True).version
+        )
 
     def check_version(
         self,
@@ -315,7 +319,9 @@ class AmberClient:
             reason=reason,
             wait_ms=int(wait_s * 1000),
         )
-        response = self._call(self._stub.MigrateRuns, request, extra_timeout_s=wait_s)
+        response = self._call(
+            self._stub.MigrateRuns, request, extra_timeout_s=wait_s, operator=True
+        )
         return response.candidate, [m.run_check_from_pb(c) for c in response.runs]
 
     # -- triage ------------------------------------------------------------------------------
@@ -486,6 +492,11 @@ class AmberClient:
             first_bad_audit_id=r.first_bad_audit_id or None,
             problem=r.problem,
         )
+
+    def audit_head(self) -> tuple[int, bytes]:
+        """The audit chain's head (records, last hash), as stored: verify before trusting it."""
+        r = self._call(self._stub.VerifyAudit, pb.VerifyAuditRequest(head_only=True))
+        return int(r.head_seq), bytes(r.head_hash)
 
     def list_audit(
         self, *, target: str = "", limit: int = 100, after_seq: int = 0

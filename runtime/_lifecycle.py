@@ -49,6 +49,7 @@ from history import (
     TimerKind,
     WorkflowIdInUse,
     append_events_txn,
+    cancel_run_approvals_txn,
     claim_workflow_id_txn,
     close_run_txn,
     delete_run_tasks_txn,
@@ -487,6 +488,7 @@ class Lifecycle:
         close_run_txn(cur, run.run_id, closing, now)
         delete_run_tasks_txn(cur, run.run_id)
         delete_run_timers_txn(cur, run.run_id)
+        cancel_run_approvals_txn(cur, run.run_id, now)
         notify_txn(cur, RUNS_CHANNEL, run.run_id)
         wakes: list[Wake] = [(RUNS_CHANNEL, run.run_id)]
         superseded = superseded or closing.status is RunStatus.CONTINUED_AS_NEW

@@ -39,6 +39,7 @@ from history import (
     workflow_timer_id,
 )
 
+from ._approval_requests import restore_approval_txn
 from ._clock import Clock, from_ms
 from ._lifecycle import ActivityRequest, Lifecycle, RunSpec, Wake, execution_deadline
 from ._projection import Projection, project
@@ -127,7 +128,9 @@ class Resetter:
             )
 
     def _restore_txn(self, cur: Cursor, run: Run) -> list[Wake]:
-        """Re-create the activity tasks and timers the copied history left outstanding.
+        """Re-create the activity tasks, timers and approvals the copied history left
+        outstanding (an approval gets a new id and new tokens: the old run's are revoked when it
+        closes).
 
         If the copied history holds a cancellation request, restored activities are cancelled
         rather than queued: an activity that has not started when cancellation is known never
@@ -158,6 +161,8 @@ class Resetter:
                     ),
                 )
                 wakes += self._life.schedule_activity_txn(cur, run, run.digest, activity)
+            elif event.type is EventType.APPROVAL_REQUESTED:
+                restore_approval_txn(cur, run, event.payload, self._clock.now())
             elif event.type is EventType.TIMER_STARTED:
                 insert_timer_txn(
                     cur,
@@ -181,9 +186,10 @@ class Resetter:
 
 
 def _open_commands(events: Sequence[Event], projection: Projection) -> list[Event]:
-    """The scheduling events (ActivityScheduled, TimerStarted) of unresolved commands."""
+    """The scheduling events (ActivityScheduled, TimerStarted, ApprovalRequested) of unresolved
+    commands."""
     resolved = projection.resolved()
-    starts = (EventType.ACTIVITY_SCHEDULED, EventType.TIMER_STARTED)
+    starts = (EventType.ACTIVITY_SCHEDULED, EventType.TIMER_STARTED, EventType.APPROVAL_REQUESTED)
     return [e for e in events if e.type in starts and e.payload["cmd"] not in resolved]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 
@@ -57,21 +57,10 @@ class _Sweeper(threading.Thread):
     """
 
     def __init__(
-        self,
-        tasks: TaskService,
-        timers: TimerService,
-        flush_health: Callable[[], int],
-        deliver_approvals: Callable[[], int],
-        interval_s: float,
+        self, steps: Sequence[tuple[str, Callable[[], int]]], interval_s: float, name: str
     ) -> None:
-        super().__init__(name="amber-sweeper", daemon=True)
-        self._steps = (
-            ("expired leases", tasks.sweep_expired_leases),
-            ("activity timeouts", tasks.sweep_timeouts),
-            ("due timers", timers.fire_due),
-            ("health counters", flush_health),
-            ("approval deliveries", deliver_approvals),
-        )
+        super().__init__(name=name, daemon=True)
+        self._steps = tuple(steps)
         self._interval = interval_s
         self._stop = threading.Event()
 
@@ -184,12 +173,23 @@ class AmberServer:
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen
+        interval = self.settings.sweep_interval.total_seconds()
         self._sweeper = _Sweeper(
-            self.tasks,
-            self.timers,
-            lambda: self.health.flush(self.db),
-            self.approvals.deliver_pending,
-            self.settings.sweep_interval.total_seconds(),
+            [
+                ("expired leases", self.tasks.sweep_expired_leases),
+                ("activity timeouts", self.tasks.sweep_timeouts),
+                ("due timers", self.timers.fire_due),
+                ("health counters", lambda: self.health.flush(self.db)),
+            ],
+            interval,
+            "amber-sweeper",
+        )
+        # Its own thread: a slow delivery sink (a webhook timing out) must not delay leases,
+        # timeouts and timers.
+        self._deliverer = _Sweeper(
+            [("approval deliveries", self.approvals.deliver_pending)],
+            interval,
+            "amber-approval-delivery",
         )
         self.port = 0
 
@@ -205,17 +205,21 @@ class AmberServer:
             self.approval_page.start()
             self.approval_link_base = self.approval_page.base_url
         self._sweeper.start()
+        self._deliverer.start()
         return self.port
 
     def sweep(self) -> None:
-        """Run one sweep now (leases, activity timeouts, timers) instead of waiting for it."""
+        """Run one sweep now (leases, activity timeouts, timers, approval deliveries) instead
+        of waiting for it."""
         self._sweeper.sweep()
+        self._deliverer.sweep()
 
     def wait(self) -> None:
         self._grpc.wait_for_termination()
 
     def stop(self, grace_s: float = 2.0) -> None:
         self._sweeper.stop()
+        self._deliverer.stop()
         if self.approval_page is not None:
             self.approval_page.stop()
         self._grpc.stop(grace_s).wait()

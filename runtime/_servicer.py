@@ -27,7 +27,7 @@ from ._rpc import rpc as _rpc
 from ._runs_service import DEFAULT_TENANT, RunService, SignalRequest, StartRequest
 from ._tasks_service import Claim, TaskService
 from ._triage import TriageService
-from ._triage_rpc import TriageRpcs
+from ._triage_rpc import TriageRpcs, operator_token
 from .api import amber_pb2 as pb
 from .api import amber_pb2_grpc as pb_grpc
 
@@ -71,6 +71,13 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         self._default_queue = default_queue
         self._rollout = rollout
         self._migration = migration
+
+    def _actor(self, context: Any, claimed: str) -> str:
+        """Who runs an operator command: the token's operator where the server checks tokens,
+        else the name the caller gives ("api" when none)."""
+        if self._operators.by_hash is None:
+            return claimed or "api"
+        return self._operators.authorise(operator_token(context), claimed)
 
     # -- applications ----------------------------------------------------------------------
 
@@ -121,7 +128,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         already = self._runs.cancel(
             request.run_id,
             reason=request.reason,
-            by=request.operator or "api",
+            by=self._actor(context, request.operator),
             tenant=request.tenant or DEFAULT_TENANT,
         )
         return pb.CancelRunResponse(already_requested=already)
@@ -135,7 +142,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         self._runs.terminate(
             request.run_id,
             reason=request.reason,
-            by=request.operator or "api",
+            by=self._actor(context, request.operator),
             tenant=request.tenant or DEFAULT_TENANT,
         )
         return pb.TerminateRunResponse()
@@ -148,7 +155,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             request.run_id,
             to_event=request.to_event,
             reason=request.reason,
-            by=request.operator or "api",
+            by=self._actor(context, request.operator),
             tenant=request.tenant or DEFAULT_TENANT,
         )
         return pb.ResetRunResponse(run=m.run_to_pb(run))
@@ -233,7 +240,10 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
     @_rpc
     def LabelVersion(self, request: pb.LabelVersionRequest, context: Any) -> pb.GetVersionResponse:
         version = self._registry.label(
-            request.ref, request.label, now=self._clock.now(), actor=request.operator or "api"
+            request.ref,
+            request.label,
+            now=self._clock.now(),
+            actor=self._actor(context, request.operator),
         )
         return pb.GetVersionResponse(version=m.version_to_pb(version))
 
@@ -245,7 +255,11 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
                 f"unknown rollout action {request.action!r} (one of {', '.join(_ROLLOUT_ACTIONS)})"
             )
         kind = request.workflow_type
-        note = _Note(now=self._clock.now(), actor=request.operator or "api", reason=request.reason)
+        note = _Note(
+            now=self._clock.now(),
+            actor=self._actor(context, request.operator),
+            reason=request.reason,
+        )
         change(self._rollout, request, note)
         self._tasks_forget([kind])
         return m.rollout_to_pb(self._rollout.status(kind))
@@ -267,7 +281,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         version = self._registry.retire(
             request.ref,
             now=self._clock.now(),
-            actor=request.operator or "api",
+            actor=self._actor(context, request.operator),
             reason=request.reason,
         )
         return pb.GetVersionResponse(version=m.version_to_pb(version))
@@ -295,7 +309,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             request.candidate,
             request.workflow_type,
             run_ids=list(request.run_ids),
-            actor=request.operator or "api",
+            actor=self._actor(context, request.operator),
             reason=request.reason,
             timeout_s=_wait_s(request.wait_ms, MAX_RESULT_WAIT_S) if request.wait_ms else 60.0,
         )

@@ -8,22 +8,14 @@ message says why; a refused token changed nothing and was audited).
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
+import sys
 from typing import Any
 
 from history import Approval
 from runtime import AmberClient
 
 from . import _output as out
-
-OPERATOR_TOKEN_ENV = "AMBER_OPERATOR_TOKEN"
-
-
-def _operator(args: argparse.Namespace) -> str:
-    if os.environ.get(OPERATOR_TOKEN_ENV):
-        return str(args.operator or "")
-    return str(args.operator or getpass.getuser())
+from ._operator import operator_name
 
 
 def _when(moment: Any) -> str:
@@ -98,8 +90,9 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def decide(client: AmberClient, args: argparse.Namespace) -> int:
+    token = sys.stdin.readline().strip() if args.token == "-" else args.token
     outcome = client.decide_approval(
-        args.token,
+        token,
         approve=args.approve,
         comment=args.comment or "",
         approver=args.approver or "",
@@ -122,7 +115,7 @@ def issue(client: AmberClient, args: argparse.Namespace) -> int:
         args.approval_id,
         args.approver,
         reason=args.reason,
-        operator=_operator(args),
+        operator=operator_name(args),
         tenant=args.tenant or "",
     )
     if args.json:
@@ -139,7 +132,7 @@ def revoke(client: AmberClient, args: argparse.Namespace) -> int:
         args.approval_id,
         reason=args.reason,
         approver=args.approver or "",
-        operator=_operator(args),
+        operator=operator_name(args),
         tenant=args.tenant or "",
     )
     print(f"revoked {count} token(s)")
@@ -152,7 +145,7 @@ def change_role(client: AmberClient, args: argparse.Namespace) -> int:
         role=args.role,
         approver=args.approver,
         reason=args.reason,
-        operator=_operator(args),
+        operator=operator_name(args),
         tenant=args.tenant or "",
     )
     print(f"{args.approver} {args.roles_command} {args.role}: {'done' if changed else 'no change'}")
@@ -186,7 +179,7 @@ def register(
     p.add_argument("--tenant")
     p.set_defaults(remote=show)
     p = approvals.add_parser("decide", parents=[common], help="approve or reject with a token")
-    p.add_argument("token")
+    p.add_argument("token", help="the token, or - to read it from stdin (keeps it out of ps)")
     verdict = p.add_mutually_exclusive_group(required=True)
     verdict.add_argument("--approve", dest="approve", action="store_true")
     verdict.add_argument("--reject", dest="approve", action="store_false")

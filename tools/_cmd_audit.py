@@ -32,15 +32,17 @@ def verify(client: AmberClient, args: argparse.Namespace) -> int:
     elif result.ok:
         print(f"audit log intact: {result.checked} records verified")
     else:
-        print(f"audit log BROKEN at record {result.first_bad_seq}: {result.problem}")
+        where = f" at record {result.first_bad_seq}" if result.first_bad_seq else ""
+        print(f"audit log BROKEN{where}: {result.problem}")
     if not args.json:
         print(f"head: {result.head_seq} {result.head_hash.hex()}")
     return 0 if result.ok else 1
 
 
 def head(client: AmberClient, args: argparse.Namespace) -> int:
-    result = client.verify_audit()
-    print(f"{result.head_seq} {result.head_hash.hex()}")
+    """The stored head, unverified: run `verify` first if it is to become an anchor."""
+    seq, digest = client.audit_head()
+    print(f"{seq} {digest.hex()}")
     return 0
 
 
@@ -73,7 +75,9 @@ def register(
     p = audit.add_parser("verify", parents=[common], help="check the hash chain")
     p.add_argument("--expect-head", help="a head hash recorded earlier (64 hex digits)")
     p.set_defaults(remote=verify)
-    p = audit.add_parser("head", parents=[common], help="record count and last hash (an anchor)")
+    p = audit.add_parser(
+        "head", parents=[common], help="record count and last hash (verify before anchoring it)"
+    )
     p.set_defaults(remote=head)
     p = audit.add_parser("list", parents=[common])
     p.add_argument("--target", help="a run id, approval:ID, a workflow type, a digest, ...")

@@ -10,6 +10,7 @@ from abi import InvalidInput
 from runtime import AmberClient, encode
 
 from . import _output as out
+from ._operator import operator_name
 
 
 def _parse_input(text: str | None) -> bytes:
@@ -156,14 +157,16 @@ def run_query(client: AmberClient, args: argparse.Namespace) -> int:
 
 def run_cancel(client: AmberClient, args: argparse.Namespace) -> int:
     requested = client.cancel(
-        args.run_id, reason=args.reason, operator=_operator(args), tenant=args.tenant
+        args.run_id, reason=args.reason, operator=operator_name(args), tenant=args.tenant
     )
     print("cancellation requested" if requested else "cancellation was already requested")
     return 0
 
 
 def run_terminate(client: AmberClient, args: argparse.Namespace) -> int:
-    client.terminate(args.run_id, reason=args.reason, operator=_operator(args), tenant=args.tenant)
+    client.terminate(
+        args.run_id, reason=args.reason, operator=operator_name(args), tenant=args.tenant
+    )
     print("terminated")
     return 0
 
@@ -173,7 +176,7 @@ def run_reset(client: AmberClient, args: argparse.Namespace) -> int:
         args.run_id,
         to_event=args.to_event,
         reason=args.reason,
-        operator=_operator(args),
+        operator=operator_name(args),
         tenant=args.tenant,
     )
     if args.json:
@@ -181,9 +184,3 @@ def run_reset(client: AmberClient, args: argparse.Namespace) -> int:
     else:
         print(f"new run {run.run_id} replays events 1..{args.to_event} and goes on from there")
     return 0
-
-
-def _operator(args: argparse.Namespace) -> str:
-    import getpass
-
-    return str(args.operator or getpass.getuser())

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import getpass
 import json
-import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,17 +23,9 @@ from history import amber_home
 from runtime import AmberClient, Bundle, TriageOutcome
 
 from . import _output as out
+from ._operator import operator_name
 
 _WIDTH = 12
-OPERATOR_TOKEN_ENV = "AMBER_OPERATOR_TOKEN"
-
-
-def _operator(args: argparse.Namespace) -> str:
-    """The operator to name: with a token the server takes the name from the token (a name
-    given here must match it); without one, the user name stands in."""
-    if os.environ.get(OPERATOR_TOKEN_ENV):
-        return str(args.operator or "")
-    return str(args.operator or getpass.getuser())
 
 
 def _since(moment: Any) -> str:
@@ -118,7 +108,7 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def export(client: AmberClient, args: argparse.Namespace) -> int:
-    data = client.export_run(args.run_id, operator=_operator(args), tenant=args.tenant or "")
+    data = client.export_run(args.run_id, operator=operator_name(args), tenant=args.tenant or "")
     bundle = Bundle.decode(data)
     Path(args.output).write_bytes(data)
     with_repro = sum(1 for f in bundle.failures if f.repro)
@@ -198,7 +188,7 @@ def _command(client: AmberClient, args: argparse.Namespace, action: str, **extra
         run_ids=list(runs),
         fingerprint=fingerprint,
         reason=args.reason,
-        operator=_operator(args),
+        operator=operator_name(args),
         tenant=args.tenant or "",
         **extra,
     )

@@ -8,7 +8,6 @@ Exit codes: 0 done; 2 refused (bad input, conflict: the message says why and not
 from __future__ import annotations
 
 import argparse
-import getpass
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,9 @@ from runtime import AmberClient, RunCheck
 from versions import ModuleVersion, TypeStatus
 
 from . import _output as out
+from ._operator import operator_name
 
 _DIGEST_WIDTH = 16
-
-
-def _operator(args: argparse.Namespace) -> str:
-    return str(args.operator or getpass.getuser())
 
 
 def _short(digest: str | None) -> str:
@@ -89,7 +85,7 @@ def _print_roles(v: ModuleVersion) -> None:
 
 
 def label(client: AmberClient, args: argparse.Namespace) -> int:
-    v = client.label_version(args.ref, args.label, operator=_operator(args))
+    v = client.label_version(args.ref, args.label, operator=operator_name(args))
     if args.json:
         out.emit_json(out.version_json(v))
     else:
@@ -132,7 +128,7 @@ def _change(
         action,
         ref,
         percent=percent,
-        operator=_operator(args),
+        operator=operator_name(args),
         reason=args.reason or "",
     )
 
@@ -198,7 +194,7 @@ def status_json(status: TypeStatus) -> dict[str, Any]:
 
 
 def retire(client: AmberClient, args: argparse.Namespace) -> int:
-    v = client.retire_version(args.ref, reason=args.reason, operator=_operator(args))
+    v = client.retire_version(args.ref, reason=args.reason, operator=operator_name(args))
     if args.json:
         out.emit_json(out.version_json(v))
     else:
@@ -223,7 +219,7 @@ def migrate(client: AmberClient, args: argparse.Namespace) -> int:
         args.type,
         run_ids=args.run or (),
         reason=args.reason,
-        operator=_operator(args),
+        operator=operator_name(args),
         wait_s=args.wait,
     )
     return _print_checks(candidate, checks, args, migrating=True)

@@ -21,6 +21,7 @@ from . import (
     _cmd_versions,
 )
 from ._build import BuildError, build_module
+from ._operator import operator_token
 
 SERVER_ENV = "AMBER_SERVER"
 
@@ -247,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return local(args)
         from runtime import AmberClient
 
-        token = os.environ.get(_cmd_triage.OPERATOR_TOKEN_ENV, "")
+        token = operator_token()
         with AmberClient(args.server, operator_token=token) as client:
             return int(args.remote(client, args))
     except (AmberError, BuildError) as exc:

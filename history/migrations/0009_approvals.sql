@@ -3,7 +3,7 @@
 -- approval (tenant, run, step, action, policy version) and to one approver; a token moves from
 -- pending to used or revoked by a conditional update, never back. Decisions are one per approver
 -- per approval, so a duplicate click is counted once. Role membership is a small directory the
--- decision re-checks at submission.
+-- decision re-checks at submission. An approval whose run closes first ends `cancelled`.
 CREATE TABLE amber_approvals (
     approval_id    uuid PRIMARY KEY,
     tenant         text NOT NULL,
@@ -15,7 +15,7 @@ CREATE TABLE amber_approvals (
     required       integer NOT NULL CHECK (required >= 1),
     policy_version text NOT NULL,
     status         text NOT NULL DEFAULT 'pending'
-                   CHECK (status IN ('pending', 'approved', 'rejected', 'expired')),
+                   CHECK (status IN ('pending', 'approved', 'rejected', 'expired', 'cancelled')),
     created_at     timestamptz NOT NULL,
     expires_at     timestamptz NOT NULL,
     decided_at     timestamptz,
@@ -37,7 +37,8 @@ CREATE TABLE amber_approval_tokens (
     status         text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'used', 'revoked')),
     issued_at      timestamptz NOT NULL,
     expires_at     timestamptz NOT NULL,
-    closed_at      timestamptz
+    closed_at      timestamptz,
+    issued_by      text  -- the operator who minted it by hand (`approvals issue`); NULL: the sink
 );
 CREATE INDEX amber_approval_tokens_by_approval ON amber_approval_tokens (approval_id, approver);
 

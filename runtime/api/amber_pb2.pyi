@@ -1188,10 +1188,12 @@ class ListApproverRolesResponse(_message.Message):
     def __init__(self, members: _Optional[_Iterable[_Union[RoleMember, _Mapping]]] = ...) -> None: ...
 
 class VerifyAuditRequest(_message.Message):
-    __slots__ = ("expect_head",)
+    __slots__ = ("expect_head", "head_only")
     EXPECT_HEAD_FIELD_NUMBER: _ClassVar[int]
+    HEAD_ONLY_FIELD_NUMBER: _ClassVar[int]
     expect_head: bytes
-    def __init__(self, expect_head: _Optional[bytes] = ...) -> None: ...
+    head_only: bool
+    def __init__(self, expect_head: _Optional[bytes] = ..., head_only: _Optional[bool] = ...) -> None: ...
 
 class VerifyAuditResponse(_message.Message):
     __slots__ = ("ok", "checked", "head_seq", "head_hash", "first_bad_seq", "first_bad_audit_id", "problem")

@@ -75,7 +75,8 @@ def test_every_kind_round_trips(command: Any) -> None:
         (["approval", "", 1000, {"approvers": ["a"]}], "an action has 1 to 1000"),
         (["approval", "pay", 1000, {"approvers": ["a"], "quorum": 1}], "unknown policy keys"),
         (["approval", "pay", 1000, {"approvers": ["a"] * 65}], "at most 64"),
-        (["approval", "pay", 1000, {"approvers": ["a"], "required": True}], "positive integer"),
+        (["approval", "pay", 1000, {"approvers": ["a"], "required": True}], "integer in"),
+        (["approval", "pay", 1000, {"roles": ["r"], "required": 2**40}], "integer in"),
         (["approval", "pay", 1000, ["a"]], "expected"),
     ],
 )

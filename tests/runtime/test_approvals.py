@@ -213,7 +213,10 @@ def test_an_approver_whose_role_was_removed_after_issue_is_refused(
     (detail,) = [srv.client.get_approval(a.approval_id) for a in srv.client.list_approvals()]
     assert {t.approver: t.status for t in detail.tokens} == {"bob": "revoked", "eve": "used"}
     entries = db.run(lambda cur: audit_for_txn(cur, f"approval:{detail.approval.approval_id}"))
-    assert [e.action for e in entries][::-1] == ["approval.approve"]
+    assert [(e.action, e.actor) for e in entries][::-1] == [
+        ("approval.refused", "unknown"),
+        ("approval.approve", "eve"),
+    ]
 
 
 def test_a_decision_before_the_workflow_waits_is_kept_and_applied_when_it_does(
@@ -254,3 +257,58 @@ def test_operator_commands_on_approvals(engine: Engine, sandbox: Sandbox) -> Non
     srv.client.decide_approval(inbox.token("bob"), approve=False)
     with pytest.raises(ApprovalClosed):
         srv.client.issue_approval_token(approval.approval_id, "alice", reason="x", operator="o")
+
+
+def test_closing_a_run_cancels_its_pending_approval_and_a_reset_requests_it_again(
+    engine: Engine, sandbox: Sandbox
+) -> None:
+    srv, clock, inbox = engine
+    run_id = _start(engine, sandbox, approvers=["alice"])
+    old_token = inbox.token("alice")
+    asked = next(
+        e.seq for e in srv.client.history(run_id) if e.type is EventType.APPROVAL_REQUESTED
+    )
+    new_run = srv.client.reset(run_id, to_event=asked, reason="retry the request")
+    (old,) = srv.client.list_approvals(run_id=run_id)
+    assert old.status == "cancelled"  # the old run was terminated by the reset
+    with pytest.raises(InvalidToken):
+        srv.client.decide_approval(old_token, approve=True)
+    (again,) = srv.client.list_approvals(run_id=new_run.run_id)
+    assert again.status == "pending" and again.expires_at == old.expires_at
+    srv.server.sweep()
+    srv.client.decide_approval(inbox.token("alice"), approve=True)
+    assert _finish(engine, sandbox, new_run.run_id)["status"] == "paid"
+
+    closing = _start(engine, sandbox, approvers=["bob"])
+    srv.client.terminate(closing, reason="withdrawn")
+    (cancelled,) = srv.client.list_approvals(run_id=closing)
+    assert cancelled.status == "cancelled"
+    with pytest.raises(InvalidToken):
+        srv.client.decide_approval(inbox.token("bob"), approve=True)
+    clock.advance(timedelta(days=2))
+    srv.server.sweep()  # no timer or delivery left behind
+    assert [i.approver for i in inbox.issued].count("bob") == 1
+
+
+def test_concurrent_approvals_resolve_once(engine: Engine, sandbox: Sandbox) -> None:
+    srv, _, inbox = engine
+    names = ["a1", "a2", "a3", "a4", "a5"]
+    run_id = _start(engine, sandbox, approvers=names, required=2)
+    outcomes: list[object] = []
+
+    def approve(name: str) -> None:
+        try:
+            outcomes.append(srv.client.decide_approval(inbox.token(name), approve=True))
+        except (ApprovalClosed, InvalidToken) as late:  # the approval closed first
+            outcomes.append(late)
+
+    threads = [threading.Thread(target=approve, args=(n,)) for n in names]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(outcomes) == 5
+    assert sum(getattr(o, "counted", False) for o in outcomes) >= 2
+    resolved = [e for e in srv.client.history(run_id) if e.type is EventType.APPROVAL_RESOLVED]
+    assert len(resolved) == 1 and resolved[0].payload["outcome"] == "approved"
+    assert _finish(engine, sandbox, run_id)["status"] == "paid"
