@@ -12,14 +12,13 @@ only when its queue has run dry.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Protocol
 
 import msgpack
@@ -34,6 +33,7 @@ from ._client import AmberClient
 from ._clock import Clock, SystemClock, to_ms
 from ._errors import PayloadTooLarge
 from ._faults import FailureReason, GuestFault, NonDeterminism
+from ._heartbeat import Heartbeats
 from ._host import ActivityHost
 from ._http import HttpPolicy
 from ._lifecycle import NewCommand
@@ -42,7 +42,6 @@ from ._repro import repro_of
 from ._sandbox import ActivationRequest, RawOutput, SandboxLimits, SandboxRunner
 from ._status import RemoteError
 from ._tasks_service import (
-    HeartbeatAck,
     LeasedTask,
     WorkflowCompletion,
 )
@@ -62,104 +61,9 @@ class WorkerSettings:
     poll_wait_s: float = 20.0
     workflow_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=5.0))
     activity_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=60.0))
-
-
-GUEST_HEARTBEAT_INTERVAL_S = 1.0
-"""At most one activity heartbeat RPC per task this often (Temporal throttles likewise)."""
-
-
-class _Heartbeat(threading.Thread):
-    """Keeps the current task's lease alive while its activation runs (one thread per worker)."""
-
-    def __init__(self, client: AmberClient, worker_id: str, clock: Clock) -> None:
-        super().__init__(name="amber-heartbeat", daemon=True)
-        self._client, self._worker_id, self._clock = client, worker_id, clock
-        self._cond = threading.Condition()
-        self._task: LeasedTask | None = None
-        self.expires_at = datetime.max.replace(tzinfo=UTC)
-        """Lease expiry of the tracked task, as last confirmed by the server."""
-        self.cancel_requested = False
-        """The server asked the tracked activity to stop (seen in a heartbeat answer)."""
-        self._due = 0.0
-        self._interval = 0.0
-        self._stopped = False
-        self._pending: bytes | None = None
-        """Details of a guest heartbeat held back by the throttle, sent with the next beat."""
-        self._last_guest_beat = -math.inf
-
-    def track(self, task: LeasedTask) -> None:
-        remaining = (task.lease_expires_at - self._clock.now()).total_seconds()
-        with self._cond:
-            self._task = task
-            self.expires_at = task.lease_expires_at
-            self.cancel_requested = task.cancel_requested
-            self._interval = max(remaining / 3, 0.05)
-            self._due = time.monotonic() + self._interval
-            self._pending = None
-            self._last_guest_beat = -math.inf
-            self._cond.notify()
-
-    def guest_beat(self, task: LeasedTask, details: bytes) -> bool:
-        """An activity's own heartbeat; returns whether cancellation was requested.
-
-        Throttled to one RPC per `GUEST_HEARTBEAT_INTERVAL_S`: a guest that heartbeats in a
-        tight loop must not flood the server. A beat inside the interval is held and its
-        details go out with the next one (at most an interval later); only the latest is kept.
-        """
-        with self._cond:
-            now = time.monotonic()
-            next_allowed = self._last_guest_beat + GUEST_HEARTBEAT_INTERVAL_S
-            if self._task is task and now < next_allowed:
-                self._pending = details
-                self._due = min(self._due, next_allowed)
-                self._cond.notify()
-                return self.cancel_requested
-            self._last_guest_beat = now
-            self._pending = None
-        ack = self._client.heartbeat(task, worker_id=self._worker_id, details=details)
-        self.note(task, ack)
-        return self.cancel_requested
-
-    def untrack(self, task: LeasedTask | None = None) -> None:
-        """Stop renewing `task` (default: whatever is tracked)."""
-        with self._cond:
-            if task is None or self._task is task:
-                self._task = None
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-
-    def note(self, task: LeasedTask, ack: HeartbeatAck) -> None:
-        """Remember what a heartbeat answer said about `task` (if it is still tracked)."""
-        with self._cond:
-            if self._task is task:
-                self.expires_at = ack.lease_expires_at
-                self.cancel_requested = self.cancel_requested or ack.cancel_requested
-
-    def run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped and (self._task is None or time.monotonic() < self._due):
-                    timeout = None if self._task is None else self._due - time.monotonic()
-                    self._cond.wait(timeout)
-                if self._stopped:
-                    return
-                task = self._task
-                self._due = time.monotonic() + self._interval
-                details, self._pending = self._pending, None
-                if details is not None:
-                    self._last_guest_beat = time.monotonic()
-            assert task is not None
-            try:
-                ack = self._client.heartbeat(task, worker_id=self._worker_id, details=details)
-                self.note(task, ack)
-            except LeaseLost:
-                _log.warning("task %d: lease lost while running", task.task_id)
-                self.untrack(task)  # by now the worker may be tracking its next task
-            except AmberError as exc:
-                _log.warning("heartbeat for task %d failed: %s", task.task_id, exc)
+    slots: int = 1
+    """Tasks run at once. Guest code still runs one activation at a time per process (the
+    sandbox's lock); more slots overlap the server round trips between activations."""
 
 
 class DetailedTrace(Protocol):
@@ -178,12 +82,21 @@ class DetailedTrace(Protocol):
 
 
 class _Recorder:
-    """Remembers the last activation request a worker ran, for the failure's repro."""
+    """Remembers the last activation request each slot ran, for the failure's repro."""
 
     def __init__(self, sandbox: SandboxRunner, clock: Clock) -> None:
         self._sandbox = sandbox
         self._clock = clock
-        self.last: tuple[ActivationRequest, datetime] | None = None
+        self._local = threading.local()
+
+    @property
+    def last(self) -> tuple[ActivationRequest, datetime] | None:
+        last: tuple[ActivationRequest, datetime] | None = getattr(self._local, "last", None)
+        return last
+
+    @last.setter
+    def last(self, value: tuple[ActivationRequest, datetime] | None) -> None:
+        self._local.last = value
 
     def run(self, request: ActivationRequest) -> RawOutput:
         self.last = (request, self._clock.now())
@@ -214,10 +127,12 @@ class Worker:
         self._sandbox = _Recorder(sandbox, self._clock)
         self._detail = detail
         self._stop = threading.Event()
-        self._heartbeat = _Heartbeat(client, self.settings.worker_id, self._clock)
+        self._heartbeat = Heartbeats(client, self.settings.worker_id, self._clock)
         self._heartbeat.start()
         self._tracer = spans or tracer()
-        self._started_at = self._clock.now()
+        self._counting = threading.Lock()
+        self._slot = threading.local()
+        """Per slot: when the task it runs started (for giving up on a report)."""
         self.completed = 0
         self.failed = 0
 
@@ -226,7 +141,19 @@ class Worker:
         self._heartbeat.stop()
 
     def run(self) -> None:
-        """Poll and execute until `stop()`; survives server outages by backing off."""
+        """Poll and execute until `stop()`, in `settings.slots` threads; survives server
+        outages by backing off."""
+        extra = [
+            threading.Thread(target=self._serve, name=f"amber-slot-{n}", daemon=True)
+            for n in range(1, max(self.settings.slots, 1))
+        ]
+        for slot in extra:
+            slot.start()
+        self._serve()
+        for slot in extra:
+            slot.join()
+
+    def _serve(self) -> None:
         backoff = 0.1
         while not self._stop.is_set():
             try:
@@ -276,14 +203,14 @@ class Worker:
         self._sandbox.last = None
         if self._detail is not None:
             self._detail.begin(attributes)
-        self._started_at = self._clock.now()
+        self._slot.started_at = self._clock.now()
         try:
             with self._tracer.start_as_current_span(
                 f"amber.{task.kind.value}", attributes=attributes
             ) as span:
                 return self._execute_in(task, span)
         finally:
-            self._heartbeat.untrack()
+            self._heartbeat.untrack(task)
 
     def _execute_in(self, task: LeasedTask, span: Span) -> LeasedTask | None:
         try:
@@ -331,7 +258,8 @@ class Worker:
             try:
                 return send()
             except RetryableError as exc:
-                give_up = self._heartbeat.expires_at + (task.lease_expires_at - self._started_at)
+                started_at: datetime = self._slot.started_at
+                give_up = self._heartbeat.expires_at(task) + (task.lease_expires_at - started_at)
                 if self._stop.is_set() or self._clock.now() >= give_up:
                     raise
                 _log.warning("task %d: report failed (%s); retrying", task.task_id, exc)
@@ -339,7 +267,8 @@ class Worker:
                 delay = min(delay * 2, 1.0)
 
     def _report(self, task: LeasedTask, report: FailureReport) -> LeasedTask | None:
-        self.failed += 1
+        with self._counting:
+            self.failed += 1
         try:
             return self._deliver(
                 task,
@@ -459,7 +388,8 @@ class Worker:
                 stats=step.stats,
             ),
         )
-        self.completed += 1
+        with self._counting:
+            self.completed += 1
         return next_task
 
     def _run_query(self, task: LeasedTask) -> None:
@@ -492,7 +422,7 @@ class Worker:
             idempotency_key=task.idempotency_key,
             http=self._sandbox.http_policy(task.digest),
             heartbeat=lambda details: self._heartbeat.guest_beat(task, details),
-            cancel_requested=lambda: self._heartbeat.cancel_requested,
+            cancel_requested=lambda: self._heartbeat.cancel_requested(task),
         )
 
     def _run_activity(self, task: LeasedTask, span: Span) -> LeasedTask | None:
@@ -534,5 +464,6 @@ class Worker:
                 stats=report.stats,
             ),
         )
-        self.completed += 1
+        with self._counting:
+            self.completed += 1
         return next_task

@@ -29,6 +29,7 @@ def surgical_settings(
     return replace(
         base,
         pool="surgical",
+        slots=1,
         workflow_limits=replace(
             base.workflow_limits, memory_bytes=min(base.workflow_limits.memory_bytes, memory_bytes)
         ),
@@ -60,7 +61,12 @@ class SurgicalWorker:
             on_host_call=self.trace.on_host_call,
         )
         self.worker = Worker(
-            client, self.sandbox, replace(settings, pool="surgical"), clock, self.trace, spans
+            client,
+            self.sandbox,
+            replace(settings, pool="surgical", slots=1),
+            clock,
+            self.trace,
+            spans,
         )
 
     def run(self) -> None:

@@ -3,7 +3,9 @@
 Use it to put a number on a change, and beside `../shared/bench/peers` (Temporal dev server,
 DBOS) with the same workload: N workflows × K sequential trivial activities (`add_one`, from
 `abi/samples/chain.c`), started by W concurrent starters, then `latency_runs` sequential runs on
-the idle system.
+the idle system, then the database's raw commit rate (`_bench_commit_rate`). This module is
+Amber's run; the command's flags, the peers' harness and the side-by-side table are in
+`_cmd_bench`, `_bench_peers` and `_bench_compare`.
 
 The engine runs as it does in production: `amber server` and `--workers` `amber worker` are
 separate OS processes on loopback (or `--target` names a running server). A database URL
@@ -22,7 +24,6 @@ which is why they are not in `history/`.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -51,54 +52,12 @@ from abi import AmberError
 from history import DATABASE_URL_ENV, HOME_ENV, RunStatus
 from runtime import AmberClient, decode
 
+from ._bench_commit_rate import measure_commit_rate
 from ._build import build_module
 
 CHAIN_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "chain.c"
 _ROOT: Final = Path(__file__).resolve().parent.parent
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare `amber bench`'s flags."""
-    parser.add_argument("--n", type=int, default=1000, help="workflows in the throughput phase")
-    parser.add_argument("--k", type=int, default=5, help="sequential activities per workflow")
-    parser.add_argument("--w", type=int, default=16, help="concurrent starters")
-    parser.add_argument("--latency-runs", type=int, default=50, help="sequential K=5 runs")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes to start")
-    parser.add_argument("--target", help="measure this running server instead of starting one")
-    parser.add_argument(
-        "--database-url",
-        help="PostgreSQL server for a fresh bench database (default $AMBER_DATABASE_URL, else"
-        " embedded); with --target: the server's own database, read for statistics only",
-    )
-    parser.add_argument("--output", help="JSON file (default bench/results/amber-<UTC>.json)")
-    parser.add_argument("--no-latency", action="store_true", help="skip the latency phase")
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per phase")
-
-
-def main(args: argparse.Namespace) -> int:
-    """`amber bench`: run, print the summary; exit status 1 if any run failed."""
-    options = BenchOptions(
-        n=args.n,
-        k=args.k,
-        w=args.w,
-        latency_runs=args.latency_runs,
-        workers=args.workers,
-        target=args.target,
-        database_url=args.database_url,
-        output=Path(args.output) if args.output else default_output(),
-        skip_latency=args.no_latency,
-        timeout_s=args.timeout,
-    )
-    signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
-    result = run_bench(options)
-    print(format_summary(result))
-    print(f"written to {options.output}")
-    return 1 if result["throughput"]["errors"] or result["latency_ms"]["errors"] else 0
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def default_output() -> Path:
@@ -134,6 +93,8 @@ class BenchOptions:
     """Longest wait for the runs of one phase to close; later ones count as errors."""
     stats_settle_s: float = 11.0
     """Pause before each `pg_stat_database` reading, so idle backends have published theirs."""
+    commit_probe_s: float = 3.0
+    """How long to measure the database's raw single-row commit rate at the end (0: skip)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,7 +154,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         setup = _attach(options) if options.target else _start(options, tmp, stack, tag)
         client = stack.enter_context(AmberClient(setup.target, timeout_s=60.0))
         client.wait_ready(timeout_s=60.0)
-        _log(f"server {setup.target}; building and uploading {CHAIN_SOURCE.name}")
+        progress(f"server {setup.target}; building and uploading {CHAIN_SOURCE.name}")
         built = build_module(CHAIN_SOURCE, tmp / "chain.wasm")
         client.upload_version(built.output.read_bytes(), promote=True)
         postmaster = _postmaster(setup.db)
@@ -202,7 +163,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             raise RuntimeError(f"warm-up run failed: {warm['messages']}")
 
         commits_before = _commits(setup.db, options.stats_settle_s)
-        _log(f"throughput: {options.n} runs x {options.k} activities, {options.w} starters")
+        progress(f"throughput: {options.n} runs x {options.k} activities, {options.w} starters")
         before = _sample(setup, postmaster)
         jobs = [(f"bench-{tag}-{i}", 0) for i in range(options.n)]
         throughput = _run_batch(client, jobs, options.k, options.timeout_s, options.w)
@@ -211,7 +172,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
 
         latency: dict[str, Any] = {"runs": 0, "errors": 0}
         if not options.skip_latency and options.latency_runs > 0:
-            _log(f"latency: {options.latency_runs} sequential runs of K={options.latency_k}")
+            progress(f"latency: {options.latency_runs} sequential runs of K={options.latency_k}")
             jobs = [(f"bench-{tag}-lat-{i}", i) for i in range(options.latency_runs)]
             latency = _run_batch(client, jobs, options.latency_k, options.timeout_s, 1)
         peak_rss = {
@@ -219,12 +180,25 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             "workers": max((_peak_rss_mb(c) or 0.0 for c in setup.workers), default=None),
             "workers_each": [_peak_rss_mb(c) for c in setup.workers],
         }
+        raw_rate = None
+        if setup.db is not None and options.commit_probe_s > 0:  # while the database is up
+            progress(f"raw commit rate: single-row commits for {options.commit_probe_s} s")
+            url = psycopg.conninfo.make_conninfo(setup.db.stats_url, dbname=setup.db.name)
+            raw_rate = measure_commit_rate(url, options.commit_probe_s).to_json()
     n = options.n
     cpu = _cpu_report(before, after, n, setup.db)
     ok = n - throughput["errors"]  # only runs that returned the right result count
     commits = (
         None if commits_before is None or commits_after is None else commits_after - commits_before
     )
+    workflows_per_s = round(ok / throughput["wall_s"], 2)
+    if raw_rate is not None:  # what K+2 commits per workflow would allow on this database
+        ceiling = raw_rate["commits_per_s"] / (options.k + 2)
+        raw_rate |= {
+            "floor_commits_per_workflow": options.k + 2,
+            "ceiling_workflows_per_s": round(ceiling, 1),
+            "amber_fraction_of_ceiling": round(workflows_per_s / ceiling, 4) if ceiling else None,
+        }
     result: dict[str, Any] = {
         "engine": "amber",
         "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -245,7 +219,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             "k": options.k,
             "w": options.w,
             "wall_s": throughput["wall_s"],
-            "workflows_per_s": round(ok / throughput["wall_s"], 2),
+            "workflows_per_s": workflows_per_s,
             "activities_per_s": round(ok * options.k / throughput["wall_s"], 2),
             "starts_per_s": round(n / throughput["start_phase_s"], 1),
             "errors": throughput["errors"],
@@ -258,6 +232,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         "cpu_s": cpu["seconds"],
         "db_commits": commits,
         "db_commits_per_workflow": None if commits is None else round(commits / n, 2),
+        "raw_commit_rate": raw_rate,
         "db_commits_note": f"pg_stat_database.xact_commit delta of the bench database; includes"
         f" the server's background commits (lease sweeper, ~1/s) over the phase and the"
         f" {options.stats_settle_s} s settle before the second reading",
@@ -274,7 +249,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         result["latency"] = {"k": options.latency_k, "runs": latency["runs"]} | {
             f"{k}_ms": latency[k] for k in ("p50", "p99", "mean")
         }
-    _write_json(options.output, result)
+    write_json(options.output, result)
     return result
 
 
@@ -394,7 +369,7 @@ def _collect_logs(logs: Path, output: Path, failed: object, problems: dict[str, 
     if (problems or failed is not None) and logs.is_dir():
         kept = output.with_suffix(".logs")
         shutil.copytree(logs, kept, dirs_exist_ok=True)
-        _log(f"server/worker logs kept in {kept}")
+        progress(f"server/worker logs kept in {kept}")
     return False
 
 
@@ -682,10 +657,11 @@ def format_summary(result: dict[str, Any]) -> str:
     return "\n".join(f"{name:<18} {value}" for name, value in rows)
 
 
-def _write_json(path: Path, result: dict[str, Any]) -> None:
+def write_json(path: Path, result: dict[str, Any]) -> None:
+    """Write `result` to `path` atomically (its directory is created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(result, indent=2) + "\n")
+    partial.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     os.replace(partial, path)
 
 
@@ -698,5 +674,6 @@ def _source_revision() -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def _log(message: str) -> None:
+def progress(message: str) -> None:
+    """A progress line on stderr (stdout carries the figures)."""
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)

@@ -13,6 +13,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
+from abi import InvalidInput
 from history import Database, amber_home, resolve_database_url
 from runtime import (
     AmberClient,
@@ -107,8 +108,11 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    if args.slots < 1 or args.slots > 256:
+        raise InvalidInput("--slots must be between 1 and 256")
     settings = WorkerSettings(
         queue=args.queue,
+        slots=args.slots,
         poll_wait_s=args.poll_wait,
         workflow_limits=SandboxLimits(
             fuel=args.fuel,

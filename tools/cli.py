@@ -11,9 +11,9 @@ from pathlib import Path
 from abi import AmberError
 
 from . import (
-    _bench,
     _cmd_approvals,
     _cmd_audit,
+    _cmd_bench,
     _cmd_client,
     _cmd_dev,
     _cmd_processes,
@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")
     p.add_argument("--pool", choices=["main", "surgical"], default="main")
+    p.add_argument(
+        "--slots", type=int, default=8, help="tasks run at once (the surgical pool runs one)"
+    )
     p.add_argument("--queue", default="main")
     p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
     p.add_argument("--fuel", type=int, default=1_000_000_000)
@@ -97,10 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(local=_build)
 
     p = sub.add_parser(
-        "bench", parents=[common], help="N workflows x K activities; prints figures, writes JSON"
+        "bench",
+        parents=[common],
+        help="N workflows x K activities (--peers: beside Temporal and DBOS); writes JSON",
     )
-    _bench.add_arguments(p)
-    p.set_defaults(local=_bench.main)
+    _cmd_bench.add_arguments(p)
+    p.set_defaults(local=_cmd_bench.main)
 
     _add_versions(sub, common)
 

@@ -32,7 +32,7 @@ def test_a_charge_whose_report_was_lost_is_retried_and_charged_once(
     _, target = server_process("--lease-seconds", "2")
     client = AmberClient(target, timeout_s=30)
     client.upload_version(modules["payments"], promote=True)
-    worker_args = ("--server", target, "worker", "--poll-wait", "1")
+    worker_args = ("--server", target, "worker", "--poll-wait", "1", "--slots", "1")
     doomed = amber_process(*worker_args)
     killed = threading.Event()
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from history import TaskKind
 from runtime import SystemClock
+from runtime._heartbeat import GUEST_HEARTBEAT_INTERVAL_S, Heartbeats
 from runtime._tasks_service import HeartbeatAck, LeasedTask
-from runtime._worker import GUEST_HEARTBEAT_INTERVAL_S, _Heartbeat
 
 
 class _Recorder:
@@ -26,7 +26,7 @@ class _Recorder:
 def test_a_tight_heartbeat_loop_is_throttled_and_the_last_details_are_sent() -> None:
     clock = SystemClock()
     client = _Recorder()
-    beat = _Heartbeat(client, "w", clock)  # type: ignore[arg-type]
+    beat = Heartbeats(client, "w", clock)  # type: ignore[arg-type]
     beat.start()
     task = LeasedTask(
         task_id=1, fencing=1, kind=TaskKind.ACTIVITY, run_id="r", tenant="t", digest="d",

@@ -23,7 +23,7 @@ from runtime import (
     WorkflowCompletion,
     decode,
 )
-from runtime._worker import _Heartbeat
+from runtime._heartbeat import Heartbeats
 from tests.conftest import InProcessServer
 from tests.history._proxy import PgProxy, upstream_of
 
@@ -64,7 +64,7 @@ def test_a_late_lease_lost_for_the_last_task_does_not_stop_renewing_the_next() -
     client = _SlowLosingClient(a)
     from runtime import SystemClock
 
-    beat = _Heartbeat(client, "w", SystemClock())  # type: ignore[arg-type]
+    beat = Heartbeats(client, "w", SystemClock())  # type: ignore[arg-type]
     beat.start()
     try:
         beat.track(a)

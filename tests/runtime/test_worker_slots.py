@@ -1,0 +1,41 @@
+"""A worker running several tasks at once: every run completes, every step is recorded once,
+and leases are renewed per task."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Callable
+
+from history import EventType, RunStatus
+from runtime import Sandbox, Worker, WorkerSettings, decode
+from tests.conftest import InProcessServer, wait_for
+
+RUNS = 40
+
+
+def test_a_worker_with_eight_slots_completes_every_run_once_per_step(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server()
+    srv.client.upload_version(modules["chain"], promote=True)
+    runs = [srv.client.start_run("chain", {"k": 3, "value": i}).run.run_id for i in range(RUNS)]
+    worker = Worker(srv.client, sandbox, WorkerSettings(worker_id="w8", poll_wait_s=0.2, slots=8))
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    try:
+        wait_for(lambda: all(srv.client.result(r).status.closed for r in runs), 60, "every run")
+    finally:
+        worker.stop()
+        serving.join(timeout=10)
+    assert not serving.is_alive()
+    for i, run_id in enumerate(runs):
+        run = srv.client.result(run_id)
+        assert run.status is RunStatus.COMPLETED and decode(run.result) == {"value": i + 3}
+        done = Counter(
+            e.payload["cmd"]
+            for e in srv.client.history(run_id)
+            if e.type is EventType.ACTIVITY_COMPLETED
+        )
+        assert done == {0: 1, 1: 1, 2: 1}, run_id
+    assert worker.completed == RUNS * 7 and worker.failed == 0

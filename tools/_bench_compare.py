@@ -1,0 +1,280 @@
+"""Amber beside the peers: one row per engine configuration, the ratios, and issue 7's targets.
+
+Use `compare` once Amber's run (and, with `--peers`, the peers' harness) is done: it turns both
+into the JSON keys `engines`, `ratios`, `ratio_vs_dbos`, `ratio_vs_temporal` and `targets`, and
+`format_table` prints them. A ratio is always against the *best* configuration of that engine
+measured in the same invocation (highest workflows/s, lowest latency or CPU), never against a
+figure remembered from another day: these machines are shared and only same-run ratios compare.
+
+Amber's CPU figure here is `cpu_ms_per_workflow.total_with_client` (server, workers, PostgreSQL
+and the starting client), because the peers' "CPU ms per workflow" also sums every process,
+their client included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from ._bench_peers import PeersOutcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineRow:
+    """One engine configuration's headline figures, as the table shows them."""
+
+    engine: str
+    """`amber`, `temporal` or `dbos`."""
+    config: str
+    description: str
+    workflows_per_s: float | None
+    activities_per_s: float | None
+    idle_p50_ms: float | None
+    """Idle latency of one workflow (K=5 at the default workload), median."""
+    idle_p99_ms: float | None
+    cpu_ms_per_workflow: float | None
+    """CPU of every process involved over the throughput phase ÷ N."""
+    errors: int
+    """Failed or wrong runs (the peers count wrong results only)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Target:
+    name: str
+    text: str
+    measured: float | None
+    at_least: float | None = None
+    at_most: float | None = None
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        bounded = self.at_least is not None or self.at_most is not None
+        met = None
+        if bounded and self.measured is not None:
+            met = (self.at_least is None or self.measured >= self.at_least) and (
+                self.at_most is None or self.measured <= self.at_most
+            )
+        out: dict[str, Any] = {"target": self.text, "measured": self.measured, "met": met}
+        return out | ({"note": self.note} if self.note else {})
+
+
+_PEER_KEYS: Final = {
+    "workflows_per_s": "workflows_per_s",
+    "activities_per_s": "activities_per_s",
+    "idle_p50_ms": "idle_latency_p50_ms",
+    "idle_p99_ms": "idle_latency_p99_ms",
+    "cpu_ms_per_workflow": "cpu_ms_per_workflow",
+}
+
+
+def amber_row(result: dict[str, Any]) -> EngineRow:
+    """Amber's row from `run_bench`'s result."""
+    config, throughput, latency = result["config"], result["throughput"], result["latency_ms"]
+    workers = config["workers"]
+    return EngineRow(
+        engine="amber",
+        config=f"server+{workers}w" if workers else "target",
+        description=f"Amber: server and {workers or '?'} worker process(es) over gRPC, every"
+        f" workflow and activity in a Wasm sandbox; {config['db']}",
+        workflows_per_s=throughput["workflows_per_s"],
+        activities_per_s=throughput["activities_per_s"],
+        idle_p50_ms=latency.get("p50"),
+        idle_p99_ms=latency.get("p99"),
+        cpu_ms_per_workflow=result["cpu_ms_per_workflow"]["total_with_client"],
+        errors=throughput["errors"] + latency["errors"],
+    )
+
+
+def peer_rows(outcome: PeersOutcome | None) -> list[EngineRow]:
+    """The rows of the peers' harness summary, in its order."""
+    rows = []
+    for row in outcome.summary if outcome else ():
+        figures = {mine: _number(row.get(theirs)) for mine, theirs in _PEER_KEYS.items()}
+        rows.append(
+            EngineRow(
+                engine=str(row.get("engine") or row["config"].split("_", 1)[0]),
+                config=str(row["config"]),
+                description=str(row.get("description") or ""),
+                errors=int(row.get("wrong_results") or 0),
+                **figures,
+            )
+        )
+    return rows
+
+
+def compare(result: dict[str, Any], outcome: PeersOutcome | None) -> dict[str, Any]:
+    """The comparison keys of the bench JSON (merge them into Amber's result).
+
+    `outcome` is None when the peers were not asked for: the rows are Amber's alone and every
+    ratio is None.
+    """
+    amber = amber_row(result)
+    peers = peer_rows(outcome)
+    dbos = [r for r in peers if r.engine == "dbos"]
+    temporal = [r for r in peers if r.engine == "temporal"]
+    most, least = max, min
+    ratios = {
+        "throughput_vs_dbos": _ratio(amber, dbos, "workflows_per_s", most),
+        "throughput_vs_temporal": _ratio(amber, temporal, "workflows_per_s", most),
+        "idle_p50_vs_dbos_best_p50": _ratio(amber, dbos, "idle_p50_ms", least),
+        "idle_p99_vs_dbos_best_p50": _ratio(amber, dbos, "idle_p50_ms", least, "idle_p99_ms"),
+        "cpu_vs_dbos_best": _ratio(amber, dbos, "cpu_ms_per_workflow", least),
+        "cpu_vs_temporal_best": _ratio(amber, temporal, "cpu_ms_per_workflow", least),
+    }
+    return {
+        "engines": [asdict(row) for row in (amber, *peers)],
+        "peers": outcome.to_json() if outcome else None,
+        "ratio_vs_dbos": ratios["throughput_vs_dbos"]["ratio"],
+        "ratio_vs_temporal": ratios["throughput_vs_temporal"]["ratio"],
+        "ratios": ratios,
+        "targets": {t.name: t.to_json() for t in _targets(result, amber, ratios)},
+    }
+
+
+def _ratio(
+    amber: EngineRow,
+    rows: Sequence[EngineRow],
+    key: str,
+    best: Callable[..., EngineRow],
+    amber_key: str | None = None,
+) -> dict[str, Any]:
+    """Amber's `amber_key` (default `key`) over the best row's `key`."""
+    mine = getattr(amber, amber_key or key)
+    measured = [r for r in rows if getattr(r, key) is not None]
+    if not measured:
+        return {"amber": mine, "best_config": None, "best": None, "ratio": None}
+    top = best(measured, key=lambda r: getattr(r, key))
+    theirs = getattr(top, key)
+    ratio = None if mine is None or not theirs else round(mine / theirs, 3)
+    return {"amber": mine, "best_config": top.config, "best": theirs, "ratio": ratio}
+
+
+def _targets(
+    result: dict[str, Any], amber: EngineRow, ratios: dict[str, dict[str, Any]]
+) -> list[_Target]:
+    """Issue 7's targets; those this command does not measure say so (measured None)."""
+    k = result["config"]["k"]
+    raw = result.get("raw_commit_rate") or {}
+    elsewhere = "not measured by `amber bench`"
+    return [
+        _Target(name="throughput_vs_dbos", text="≥ 10× the best DBOS workflows/s",
+                measured=ratios["throughput_vs_dbos"]["ratio"], at_least=10.0),
+        _Target(name="throughput_vs_temporal", text="≥ 50× the best Temporal workflows/s",
+                measured=ratios["throughput_vs_temporal"]["ratio"], at_least=50.0),
+        _Target(name="cpu_ms_per_workflow", text="≤ 4 CPU-ms per workflow, every process",
+                measured=amber.cpu_ms_per_workflow, at_most=4.0,
+                note="server + workers + PostgreSQL + the starting client, as the peers sum it;"
+                f" without the client: {result['cpu_ms_per_workflow']['total']}"),
+        _Target(name="idle_p50_vs_dbos_best_p50", text="idle p50 ≤ ⅓ of DBOS's best p50",
+                measured=ratios["idle_p50_vs_dbos_best_p50"]["ratio"], at_most=1 / 3),
+        _Target(name="idle_p99_vs_dbos_best_p50", text="idle p99 ≤ DBOS's best p50",
+                measured=ratios["idle_p99_vs_dbos_best_p50"]["ratio"], at_most=1.0),
+        _Target(name="db_commits_per_workflow", text=f"report it; the floor is about K+2 = {k + 2}",
+                measured=result.get("db_commits_per_workflow")),
+        _Target(name="fraction_of_raw_commit_rate",
+                text="report workflows/s ÷ (raw commits/s ÷ (K+2))",
+                measured=raw.get("amber_fraction_of_ceiling")),
+        _Target(name="sandbox_activation_us", text="≤ 150 µs median", measured=None,
+                at_most=150.0, note=elsewhere),
+        _Target(name="replay_20_steps_ms", text="≤ 2 ms", measured=None, at_most=2.0,
+                note=elsewhere),
+        _Target(name="idle_cost", text="10,000 waiting runs: worker RSS ±10 %, ≤ 4 KiB each",
+                measured=None, note=elsewhere),
+        _Target(name="recovery", text="SIGKILL with 100 in flight: all complete, duplicates"
+                " within at-least-once", measured=None, note=elsewhere),
+    ]  # fmt: skip
+
+
+def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
+    """The side-by-side table, the ratios and the targets, for a terminal."""
+    head = (
+        "engine",
+        "config",
+        "wf/s",
+        "act/s",
+        "idle p50 ms",
+        "idle p99 ms",
+        "CPU ms/wf",
+        "errors",
+    )
+    body = [
+        (r["engine"], r["config"], _f(r["workflows_per_s"]), _f(r["activities_per_s"]),
+         _f(r["idle_p50_ms"]), _f(r["idle_p99_ms"]), _f(r["cpu_ms_per_workflow"]), str(r["errors"]))
+        for r in comparison["engines"]
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in (head, *body)) for i in range(len(head))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    c = result["config"]
+    lines = [
+        f"N={c['n']} x K={c['k']}, W={c['w']}; idle latency over {c['latency_runs']} sequential"
+        " runs; CPU ms/wf sums every process (Amber: server, workers, PostgreSQL, client)",
+        line(head),
+        line(["-" * w for w in widths]),
+        *(line(row) for row in body),
+        "",
+    ]
+    peers = comparison["peers"]
+    if peers is None:
+        lines.append("peers: not run (--peers runs them, and the ratios, in the same invocation)")
+    elif not peers["ok"]:
+        lines.append(f"peers: FAILED — {peers['error']} (log: {peers['run_dir']}/harness.log)")
+    r = comparison["ratios"]
+    texts = {
+        "throughput_vs_dbos": "throughput, Amber / DBOS best",
+        "throughput_vs_temporal": "throughput, Amber / Temporal best",
+        "idle_p50_vs_dbos_best_p50": "idle p50, Amber / DBOS best p50",
+        "idle_p99_vs_dbos_best_p50": "idle p99, Amber / DBOS best p50",
+        "cpu_vs_dbos_best": "CPU ms/wf, Amber / DBOS best",
+        "cpu_vs_temporal_best": "CPU ms/wf, Amber / Temporal best",
+    }
+    targets = comparison["targets"]
+    for key, text in texts.items():
+        x = r[key]
+        verdict = ""
+        if key in targets:
+            met = targets[key]["met"]
+            verdict = f"   target {targets[key]['target']}: {_verdict(met)}"
+        if x["ratio"] is None:
+            if peers is not None:
+                lines.append(f"{text:<34} -")
+            continue
+        lines.append(
+            f"{text:<34} {x['ratio']:>6.2f}×  ({_f(x['amber'])} vs {_f(x['best'])},"
+            f" {x['best_config']}){verdict}"
+        )
+    cpu = targets["cpu_ms_per_workflow"]
+    lines.append(
+        f"{'CPU ms/wf, Amber':<34} {_f(cpu['measured']):>6}   target {cpu['target']}:"
+        f" {_verdict(cpu['met'])}"
+    )
+    commits = result.get("db_commits_per_workflow")
+    floor = f"(floor ≈ K+2 = {c['k'] + 2})"
+    lines.append(f"{'DB commits per workflow':<34} {_f(commits, 2):>6}   {floor}")
+    raw = result.get("raw_commit_rate")
+    if raw:
+        share = raw["amber_fraction_of_ceiling"]
+        lines.append(
+            f"{'raw single-row commits/s':<34} {_f(raw['commits_per_s'], 0):>6} on the same"
+            f" PostgreSQL → ceiling {_f(raw['ceiling_workflows_per_s'])} wf/s at K+2 commits;"
+            f" Amber reaches {_f(None if share is None else 100 * share)} %"
+        )
+    return "\n".join(lines)
+
+
+def _verdict(met: bool | None) -> str:
+    return "-" if met is None else "met" if met else "MISSED"
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"

@@ -1,0 +1,160 @@
+"""`amber bench`'s command: its flags, and the order of the parts.
+
+Amber's own run (`_bench`) comes first and its JSON is written at once; with `--peers` the peers'
+harness runs next (`_bench_peers`), and then the side-by-side table and the ratios
+(`_bench_compare`) are printed and merged into the same JSON. A failing harness only costs the
+peers' rows: Amber's figures are printed and kept either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from ._bench import BenchOptions, default_output, format_summary, progress, run_bench, write_json
+from ._bench_compare import compare, format_table
+from ._bench_peers import (
+    DEFAULT_SCRIPT,
+    DEFAULT_WORK,
+    HEADLINE_DBOS,
+    HEADLINE_TEMPORAL,
+    PeersOptions,
+    PeersOutcome,
+    parse_configs,
+    run_peers,
+)
+
+_ROOT: Final = Path(__file__).resolve().parent.parent
+LATEST: Final = _ROOT / "bench" / "results" / "latest.json"
+"""The committed copy of the latest full run (`--latest`)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare `amber bench`'s flags."""
+    parser.add_argument("--n", type=int, default=1000, help="workflows in the throughput phase")
+    parser.add_argument("--k", type=int, default=5, help="sequential activities per workflow")
+    parser.add_argument("--w", type=int, default=16, help="concurrent starters")
+    parser.add_argument("--latency-runs", type=int, default=50, help="sequential K=5 runs")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes to start")
+    parser.add_argument("--target", help="measure this running server instead of starting one")
+    parser.add_argument(
+        "--database-url",
+        help="PostgreSQL server for a fresh bench database (default $AMBER_DATABASE_URL, else"
+        " embedded); with --target: the server's own database, read for statistics only",
+    )
+    parser.add_argument("--output", help="JSON file (default bench/results/amber-<UTC>.json)")
+    parser.add_argument(
+        "--latest", action="store_true", help=f"also write the JSON to {LATEST.relative_to(_ROOT)}"
+    )
+    parser.add_argument("--no-latency", action="store_true", help="skip the latency phase")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per phase")
+    parser.add_argument(
+        "--stats-settle",
+        type=float,
+        default=11.0,
+        help="seconds to wait before each commit-count reading (PostgreSQL publishes lazily)",
+    )
+    parser.add_argument(
+        "--commit-probe",
+        type=float,
+        default=3.0,
+        metavar="SECONDS",
+        help="measure the raw single-row commit rate this long (0: skip)",
+    )
+    peers = parser.add_argument_group("peers (../shared/bench/peers, same workload, after Amber)")
+    peers.add_argument("--peers", action="store_true", help="also run the peers' harness")
+    for engine, headline in (("temporal", HEADLINE_TEMPORAL), ("dbos", HEADLINE_DBOS)):
+        peers.add_argument(
+            f"--peers-{engine}",
+            type=_configs(engine),
+            default=",".join(headline),
+            metavar="CONFIGS",
+            help=f"{engine} configs, comma-separated, 'all' or 'none' (default: %(default)s)",
+        )
+    peers.add_argument(
+        "--peers-work", default=str(DEFAULT_WORK), help="PEERS_WORK: venvs, logs, results"
+    )
+    peers.add_argument("--peers-script", default=str(DEFAULT_SCRIPT), help="the harness")
+    peers.add_argument(
+        "--peers-timeout", type=float, default=3600.0, help="seconds for the whole harness"
+    )
+
+
+def _configs(engine: str) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        try:
+            return parse_configs(text, engine)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+def main(args: argparse.Namespace) -> int:
+    """`amber bench`: run Amber (and with `--peers` the peers), print the summary and the
+    side-by-side table, write the JSON; exit status 1 if any run or the asked-for peers failed.
+    """
+    peers = None
+    if args.peers:  # checked before the long run, so a mistake costs nothing
+        peers = PeersOptions(
+            n=args.n,
+            k=args.k,
+            w=args.w,
+            latency_runs=args.latency_runs,
+            temporal=args.peers_temporal,
+            dbos=args.peers_dbos,
+            script=Path(args.peers_script),
+            work=Path(args.peers_work),
+            timeout_s=args.peers_timeout,
+        )
+        if not peers.temporal + peers.dbos:
+            print("error: --peers with neither a Temporal nor a DBOS config", file=sys.stderr)
+            return 2
+        if not peers.script.is_file():
+            print(f"error: no peers' harness at {peers.script}", file=sys.stderr)
+            return 2
+    options = BenchOptions(
+        n=args.n,
+        k=args.k,
+        w=args.w,
+        latency_runs=args.latency_runs,
+        workers=args.workers,
+        target=args.target,
+        database_url=args.database_url,
+        output=Path(args.output) if args.output else default_output(),
+        skip_latency=args.no_latency,
+        timeout_s=args.timeout,
+        stats_settle_s=args.stats_settle,
+        commit_probe_s=args.commit_probe,
+    )
+    signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
+    began = time.monotonic()
+    result = run_bench(options)
+    amber_s = time.monotonic() - began
+    print(format_summary(result), flush=True)
+    outcome: PeersOutcome | None = None
+    if peers is not None:
+        progress(f"Amber done in {amber_s:.0f} s; the peers' harness now (this takes a while)")
+        outcome = run_peers(peers)
+        progress(f"peers: {'done' if outcome.ok else outcome.error} in {outcome.wall_s:.0f} s")
+    full = result | compare(result, outcome)
+    peers_s = None if outcome is None else round(outcome.wall_s, 1)
+    full["timing_s"] = {"amber": round(amber_s, 1), "peers": peers_s}
+    write_json(options.output, full)
+    print()
+    print(format_table(full, result))
+    print(f"written to {options.output}")
+    if args.latest:
+        write_json(LATEST, full)
+        print(f"and to {LATEST}")
+    failed = result["throughput"]["errors"] or result["latency_ms"]["errors"]
+    return 1 if failed or (outcome is not None and not outcome.ok) else 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
