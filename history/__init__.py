@@ -75,7 +75,7 @@ from ._events import (
     encode_payload,
 )
 from ._failures import FailureRecord, record_failure_txn, run_failures_txn
-from ._log import append_events_txn, read_events_txn
+from ._log import Appended, append_events_txn, read_events_txn
 from ._migrations import Migration, apply_migrations, load_migrations
 from ._poison import (
     Troubled,
@@ -178,6 +178,7 @@ __all__ = [
     "QUERIES_CHANNEL",
     "RUNS_CHANNEL",
     "TASKS_CHANNEL",
+    "Appended",
     "Approval",
     "ApprovalToken",
     "AuditEntry",

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from ._database import Cursor
 from ._errors import RunNotFound, VersionConflict
 from ._events import Event, EventType, NewEvent, decode_payload, encode_payload
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Appended:
+    """A run's history size right after an append (for its limits, without reading it again)."""
+
+    last_seq: int
+    history_bytes: int
+    history_warned: bool
 
 
 def append_events_txn(
@@ -17,8 +27,8 @@ def append_events_txn(
     *,
     expected_last_seq: int | None,
     now: datetime,
-) -> int:
-    """Append `events` after position `expected_last_seq` and return the new last position.
+) -> Appended:
+    """Append `events` after position `expected_last_seq`; returns the history's new size.
 
     With `expected_last_seq=None` the events go at the current end (for facts that do not
     depend on what the writer read, such as an activity's result); the run row's lock orders
@@ -28,26 +38,31 @@ def append_events_txn(
     if not events:
         if expected_last_seq is None:
             raise ValueError("nothing to append")
-        cur.execute("SELECT last_seq FROM amber_runs WHERE run_id = %s FOR UPDATE", (run_id,))
+        cur.execute(
+            "SELECT last_seq, history_bytes, history_warned FROM amber_runs WHERE run_id = %s"
+            " FOR UPDATE",
+            (run_id,),
+        )
         row = cur.fetchone()
         if row is None:
             raise RunNotFound(run_id)
         if row[0] != expected_last_seq:
             raise VersionConflict(run_id, expected_last_seq, int(row[0]))
-        return expected_last_seq
+        return Appended(last_seq=int(row[0]), history_bytes=int(row[1]), history_warned=row[2])
     count = len(events)
     payloads = [encode_payload(event.payload) for event in events]
     size = sum(len(p) for p in payloads)
     if expected_last_seq is None:
         cur.execute(
             "UPDATE amber_runs SET last_seq = last_seq + %s, history_bytes = history_bytes + %s,"
-            " updated_at = %s WHERE run_id = %s RETURNING last_seq",
+            " updated_at = %s WHERE run_id = %s RETURNING last_seq, history_bytes, history_warned",
             (count, size, now, run_id),
         )
     else:
         cur.execute(
             "UPDATE amber_runs SET last_seq = last_seq + %s, history_bytes = history_bytes + %s,"
-            " updated_at = %s WHERE run_id = %s AND last_seq = %s RETURNING last_seq",
+            " updated_at = %s WHERE run_id = %s AND last_seq = %s"
+            " RETURNING last_seq, history_bytes, history_warned",
             (count, size, now, run_id, expected_last_seq),
         )
     row = cur.fetchone()
@@ -75,7 +90,7 @@ def append_events_txn(
             [event.digest for event in events],
         ),
     )
-    return last
+    return Appended(last_seq=last, history_bytes=int(row[1]), history_warned=bool(row[2]))
 
 
 def read_events_txn(

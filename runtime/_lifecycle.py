@@ -34,6 +34,7 @@ from history import (
     EXECUTION_TIMER_ID,
     RUNS_CHANNEL,
     TASKS_CHANNEL,
+    Appended,
     Cursor,
     Event,
     EventType,
@@ -281,8 +282,10 @@ class Lifecycle:
 
     def deliver_txn(self, cur: Cursor, run: Run, event: NewEvent) -> list[Wake]:
         """Append a fact the workflow may be waiting for, and activate it."""
-        append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=self._clock.now())
-        return self.enqueue_workflow_txn(cur, run) + self.check_limits_txn(cur, run.run_id)
+        size = append_events_txn(
+            cur, run.run_id, [event], expected_last_seq=None, now=self._clock.now()
+        )
+        return self.enqueue_workflow_txn(cur, run) + self.check_limits_txn(cur, run, size)
 
     def command_events_txn(
         self, cur: Cursor, run: Run, digest: str, commands: Sequence[NewCommand]
@@ -439,30 +442,32 @@ class Lifecycle:
 
     # -- limits -------------------------------------------------------------------------------
 
-    def check_limits_txn(self, cur: Cursor, run_id: str) -> list[Wake]:
-        """Warn once when a history passes its warning limits; fail the run past the others."""
-        run = get_run_txn(cur, run_id)
-        if run is None or run.status.closed:
-            return []
+    def check_limits_txn(self, cur: Cursor, run: Run, size: Appended) -> list[Wake]:
+        """Warn once when a history passes its warning limits; fail the run past the others.
+
+        `run` is the (open, locked) run as read before the append that returned `size`.
+        """
         s = self._settings
-        if run.last_seq > s.history_fail_events or run.history_bytes > s.history_fail_bytes:
+        events, stored = size.last_seq, size.history_bytes
+        if events > s.history_fail_events or stored > s.history_fail_bytes:
             closing = RunClosing(
                 status=RunStatus.FAILED,
                 error_type="amber.HistoryLimitExceeded",
-                error_message=f"history reached {run.last_seq} events / {run.history_bytes} bytes"
+                error_message=f"history reached {events} events / {stored} bytes"
                 f" (limits {s.history_fail_events} / {s.history_fail_bytes})",
             )
             return self.close_txn(cur, run, closing, closing_event(closing, run.digest))
-        if not run.history_warned and (
-            run.last_seq > s.history_warn_events or run.history_bytes > s.history_warn_bytes
+        if not size.history_warned and (
+            events > s.history_warn_events or stored > s.history_warn_bytes
         ):
             warning = NewEvent(
                 type=EventType.HISTORY_WARNING,
-                payload={"events": run.last_seq, "bytes": run.history_bytes},
+                payload={"events": events, "bytes": stored},
                 digest=run.digest,
             )
-            append_events_txn(cur, run_id, [warning], expected_last_seq=None, now=self._clock.now())
-            mark_history_warned_txn(cur, run_id)
+            now = self._clock.now()
+            append_events_txn(cur, run.run_id, [warning], expected_last_seq=None, now=now)
+            mark_history_warned_txn(cur, run.run_id)
         return []
 
     # -- closing ------------------------------------------------------------------------------
@@ -547,7 +552,7 @@ class Lifecycle:
         now = self._clock.now()
         payload = {"reason": reason, "by": by}
         event = NewEvent(type=EventType.CANCEL_REQUESTED, payload=payload, digest=run.digest)
-        seq = append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
+        seq = append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now).last_seq
         mark_cancel_requested_txn(cur, run.run_id, seq, reason)
         pending = pending_activity_tasks_txn(cur, run.run_id)
         dropped = [

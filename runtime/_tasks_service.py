@@ -364,7 +364,7 @@ class TaskService:
         closing, extra, next_run = self._closing(run, done)
         if closing is not None:
             events.append(closing_event(closing, digest, **extra))
-        append_events_txn(
+        size = append_events_txn(
             cur, run.run_id, events, expected_last_seq=done.expected_last_seq, now=now
         )
         if done.commands and not advance_commands_txn(
@@ -382,7 +382,7 @@ class TaskService:
         delete_task_txn(cur, task_id)
         if effects.reactivate or done.reactivate:
             wakes += self._life.enqueue_workflow_txn(cur, run)
-        return wakes + self._life.check_limits_txn(cur, run.run_id)
+        return wakes + self._life.check_limits_txn(cur, run, size)
 
     @staticmethod
     def _closing(

@@ -12,6 +12,7 @@ import pytest
 from psycopg import errors as pgerrors
 
 from history import (
+    Appended,
     Cursor,
     Database,
     Event,
@@ -55,7 +56,7 @@ def _append(
 ) -> int:
     return db.run(
         lambda cur: append_events_txn(cur, run_id, events, expected_last_seq=expected, now=now)
-    )
+    ).last_seq
 
 
 def _events(db: Database, run_id: str, after_seq: int = 0) -> list[Event]:
@@ -72,6 +73,8 @@ def test_appends_land_at_the_expected_positions(db: Database) -> None:
     run_id = _start_run(db)
 
     assert _append(db, run_id, [_event(0), _event(1)], expected=0) == 2
+    size = db.run(lambda cur: append_events_txn(cur, run_id, [], expected_last_seq=2, now=NOW))
+    assert size.last_seq == 2 and size.history_bytes > 0 and not size.history_warned
     assert _append(db, run_id, [_event(2)], expected=2, now=NOW + timedelta(seconds=1)) == 3
 
     events = _events(db, run_id)
@@ -237,7 +240,7 @@ def test_two_writers_with_the_same_expected_position_one_wins(db: Database) -> N
 
     outcomes = _race(db, run_id, [_event(100), _event(200)], expected=1)
 
-    winners = [i for i, o in enumerate(outcomes) if o == 2]
+    winners = [i for i, o in enumerate(outcomes) if getattr(o, "last_seq", None) == 2]
     losers = [o for o in outcomes if isinstance(o, VersionConflict)]
     assert len(winners) == 1, outcomes
     assert len(losers) == 1, outcomes
@@ -252,7 +255,7 @@ def test_two_writers_appending_at_the_end_are_serialised(db: Database) -> None:
 
     outcomes = _race(db, run_id, [_event(100), _event(200)], expected=None)
 
-    assert sorted(o for o in outcomes if isinstance(o, int)) == [2, 3]
+    assert sorted(o.last_seq for o in outcomes if isinstance(o, Appended)) == [2, 3]
     events = _events(db, run_id)
     assert [e.seq for e in events] == [1, 2, 3]
     assert sorted(e.payload["cmd"] for e in events[1:]) == [100, 200]
