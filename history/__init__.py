@@ -50,6 +50,7 @@ from ._audit import (
     record_audit_txn,
     verify_audit_txn,
 )
+from ._claims import claim_task_with_run_txn
 from ._database import Cursor, Database, is_transient, savepoint
 from ._deliveries import (
     Discarded,
@@ -227,6 +228,7 @@ __all__ = [
     "claim_due_timers_txn",
     "claim_signal_id_txn",
     "claim_task_txn",
+    "claim_task_with_run_txn",
     "claim_workflow_id_txn",
     "close_approval_txn",
     "close_run_txn",

@@ -114,7 +114,7 @@ class NewTask:
     close_by: datetime | None = None
 
 
-_COLUMNS = (
+TASK_COLUMNS = _COLUMNS = (
     "task_id, run_id::text, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,"
     " lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,"
     " scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,"
@@ -232,23 +232,34 @@ def claim_task_txn(
 
     Starts the attempt's start-to-close and heartbeat clocks.
     """
-    if pool not in ("main", "surgical"):
-        raise ValueError(f"no such pool {pool!r}")
     cur.execute(
-        "UPDATE amber_tasks SET state = 'leased', lease_owner = %(worker)s,"
-        " lease_expires_at = %(until)s, fencing = fencing + 1, start_by = NULL,"
-        f" attempt_deadline = %(now)s + start_to_close_ms {_MS},"
-        f" heartbeat_by = %(now)s + heartbeat_ms {_MS},"
-        f" timeout_at = LEAST(close_by, %(now)s + start_to_close_ms {_MS},"
-        f"   %(now)s + heartbeat_ms {_MS})"
-        " WHERE task_id = (SELECT task_id FROM amber_tasks"
-        "   WHERE queue = %(queue)s AND pool = %(pool)s AND state = 'pending'"
-        "   AND visible_at <= %(now)s ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
-        f" RETURNING {_COLUMNS}",
-        {"worker": worker, "until": now + lease, "now": now, "queue": queue, "pool": pool},
+        f"{CLAIM_UPDATE} RETURNING {_COLUMNS}",
+        claim_params(queue=queue, worker=worker, now=now, lease=lease, pool=pool),
     )
     row = cur.fetchone()
     return None if row is None else _task(row)
+
+
+CLAIM_UPDATE = (
+    "UPDATE amber_tasks SET state = 'leased', lease_owner = %(worker)s,"
+    " lease_expires_at = %(until)s, fencing = fencing + 1, start_by = NULL,"
+    f" attempt_deadline = %(now)s + start_to_close_ms {_MS},"
+    f" heartbeat_by = %(now)s + heartbeat_ms {_MS},"
+    f" timeout_at = LEAST(close_by, %(now)s + start_to_close_ms {_MS},"
+    f"   %(now)s + heartbeat_ms {_MS})"
+    " WHERE task_id = (SELECT task_id FROM amber_tasks"
+    "   WHERE queue = %(queue)s AND pool = %(pool)s AND state = 'pending'"
+    "   AND visible_at <= %(now)s ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
+)
+"""Lease the oldest visible pending task of a queue and pool (parameters: `claim_params`)."""
+
+
+def claim_params(
+    *, queue: str, worker: str, now: datetime, lease: timedelta, pool: str
+) -> dict[str, Any]:
+    if pool not in ("main", "surgical"):
+        raise ValueError(f"no such pool {pool!r}")
+    return {"worker": worker, "until": now + lease, "now": now, "queue": queue, "pool": pool}
 
 
 def note_claim_txn(

@@ -45,7 +45,7 @@ from history import (
     VersionConflict,
     advance_commands_txn,
     append_events_txn,
-    claim_task_txn,
+    claim_task_with_run_txn,
     defer_task_txn,
     delete_task_txn,
     expired_leases_txn,
@@ -177,7 +177,7 @@ class TaskService:
     def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
         now = self._clock.now()
         while True:
-            task = claim_task_txn(
+            claimed = claim_task_with_run_txn(
                 cur,
                 queue=claim.queue,
                 worker=claim.worker,
@@ -185,9 +185,9 @@ class TaskService:
                 lease=self._settings.lease,
                 pool=claim.pool,
             )
-            if task is None:
+            if claimed is None:
                 return None
-            run = get_run_txn(cur, task.run_id)
+            task, run = claimed
             if run is None or (run.status.closed and task.kind not in _READS):
                 delete_task_txn(cur, task.task_id)  # leftover of a closed run
                 continue

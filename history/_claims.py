@@ -1,0 +1,35 @@
+"""Claiming a task together with its run, in one statement (the claim is on every task's path:
+one round trip saved per task)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from ._database import Cursor
+from ._runs import _COLUMNS as _RUN_COLUMNS
+from ._runs import Run, _run
+from ._tasks import CLAIM_UPDATE, TASK_COLUMNS, Task, _task, claim_params
+
+_TASK_N = len(TASK_COLUMNS.split(","))
+_SELECT = ", ".join(
+    [f"c.{c.strip()}" for c in TASK_COLUMNS.split(",")]
+    + [f"r.{c.strip()}" for c in _RUN_COLUMNS.split(",")]
+)
+
+
+def claim_task_with_run_txn(
+    cur: Cursor, *, queue: str, worker: str, now: datetime, lease: timedelta, pool: str = "main"
+) -> tuple[Task, Run | None] | None:
+    """`claim_task_txn`, and the claimed task's run as it stands (not locked; None if the run
+    no longer exists)."""
+    cur.execute(
+        f"WITH c AS ({CLAIM_UPDATE} RETURNING *) SELECT {_SELECT}"
+        " FROM c LEFT JOIN amber_runs r ON r.run_id = c.run_id",
+        claim_params(queue=queue, worker=worker, now=now, lease=lease, pool=pool),
+    )
+    row = cur.fetchone()
+    if row is None:
+        return None
+    task = _task(row[:_TASK_N])
+    run_row = row[_TASK_N:]
+    return task, (None if run_row[0] is None else _run(run_row))
