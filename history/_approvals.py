@@ -151,9 +151,13 @@ def get_approval_txn(cur: Cursor, approval_id: str, *, for_update: bool = False)
     return None if row is None else _approval(row)
 
 
-def approval_of_step_txn(cur: Cursor, run_id: str, cmd: int) -> Approval | None:
+def approval_of_step_txn(
+    cur: Cursor, run_id: str, cmd: int, *, for_update: bool = False
+) -> Approval | None:
+    lock = " FOR UPDATE" if for_update else ""
     cur.execute(
-        f"SELECT {_APPROVAL} FROM amber_approvals WHERE run_id = %s AND cmd = %s", (run_id, cmd)
+        f"SELECT {_APPROVAL} FROM amber_approvals WHERE run_id = %s AND cmd = %s{lock}",
+        (run_id, cmd),
     )
     row = cur.fetchone()
     return None if row is None else _approval(row)

@@ -114,7 +114,7 @@ class NewTask:
     close_by: datetime | None = None
 
 
-TASK_COLUMNS = _COLUMNS = (
+TASK_COLUMNS = (
     "task_id, run_id::text, kind, queue, cmd, name, digest, args, state, visible_at, lease_owner,"
     " lease_expires_at, fencing, attempt, max_attempts, consecutive_failures, last_failure,"
     " scheduled_at, options, start_by, close_by, attempt_deadline, heartbeat_by,"
@@ -233,7 +233,7 @@ def claim_task_txn(
     Starts the attempt's start-to-close and heartbeat clocks.
     """
     cur.execute(
-        f"{CLAIM_UPDATE} RETURNING {_COLUMNS}",
+        f"{CLAIM_UPDATE} RETURNING {TASK_COLUMNS}",
         claim_params(queue=queue, worker=worker, now=now, lease=lease, pool=pool),
     )
     row = cur.fetchone()
@@ -275,7 +275,7 @@ def note_claim_txn(
 def lock_leased_task_txn(cur: Cursor, task_id: int, fencing: int) -> Task:
     """Lock a task the caller claims to hold. Raises `LeaseLost` unless it holds the lease."""
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_tasks"
+        f"SELECT {TASK_COLUMNS} FROM amber_tasks"
         " WHERE task_id = %s AND fencing = %s AND state = 'leased' FOR UPDATE",
         (task_id, fencing),
     )
@@ -457,7 +457,7 @@ def release_task_txn(cur: Cursor, task: Task, now: datetime) -> None:
 def expired_leases_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[Task]:
     """Lock leased tasks whose lease ran out (their worker is presumed lost)."""
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_tasks WHERE state = 'leased' AND lease_expires_at < %s"
+        f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE state = 'leased' AND lease_expires_at < %s"
         " ORDER BY lease_expires_at LIMIT %s FOR UPDATE SKIP LOCKED",
         (now, limit),
     )
@@ -469,7 +469,7 @@ def timed_out_tasks_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list
     left alone: its time is frozen until an operator releases it (deadlines that passed
     meanwhile are enforced then)."""
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_tasks WHERE timeout_at < %s AND pool <> 'held'"
+        f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE timeout_at < %s AND pool <> 'held'"
         " ORDER BY timeout_at LIMIT %s FOR UPDATE SKIP LOCKED",
         (now, limit),
     )
@@ -493,7 +493,8 @@ def run_tasks_txn(cur: Cursor, run_id: str, *, for_update: bool = False) -> list
     report or sweep changes them until the transaction ends)."""
     lock = " FOR UPDATE" if for_update else ""
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_tasks WHERE run_id = %s ORDER BY task_id{lock}", (run_id,)
+        f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE run_id = %s ORDER BY task_id{lock}",
+        (run_id,),
     )
     return [_task(row) for row in cur.fetchall()]
 
@@ -501,7 +502,7 @@ def run_tasks_txn(cur: Cursor, run_id: str, *, for_update: bool = False) -> list
 def pending_activity_tasks_txn(cur: Cursor, run_id: str) -> list[Task]:
     """Activities of a run that no worker has started (cancellation drops them)."""
     cur.execute(
-        f"SELECT {_COLUMNS} FROM amber_tasks WHERE run_id = %s AND kind = 'activity'"
+        f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE run_id = %s AND kind = 'activity'"
         " AND state = 'pending' ORDER BY cmd FOR UPDATE",
         (run_id,),
     )
@@ -519,7 +520,7 @@ def request_activity_cancel_txn(cur: Cursor, run_id: str) -> int:
 
 
 def get_task_txn(cur: Cursor, task_id: int) -> Task | None:
-    cur.execute(f"SELECT {_COLUMNS} FROM amber_tasks WHERE task_id = %s", (task_id,))
+    cur.execute(f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE task_id = %s", (task_id,))
     row = cur.fetchone()
     return None if row is None else _task(row)
 

@@ -16,7 +16,7 @@ in-flight host exception in a module global).
 
 from ._activity import ActivityAttempt, ActivityReport, run_activity, run_activity_request
 from ._approval_page import ApprovalPage, make_approval_app
-from ._approval_sinks import ConsoleSink, WebhookSink
+from ._approval_sinks import WEBHOOK_ENV, ConsoleSink, WebhookSink
 from ._approval_types import (
     ApprovalClosed,
     ApprovalDesk,
@@ -64,6 +64,7 @@ from ._migration import RunCheck
 from ._operators import Operators, token_hash
 from ._poison import PoisonPolicy, fingerprint
 from ._projection import Projection, project
+from ._recording import RecordingSandbox
 from ._replay import (
     ActivationStats,
     QueryNotPublished,
@@ -108,6 +109,7 @@ __all__ = [
     "ENGINE_FLAGS",
     "MAX_AUDIT_PAGE",
     "MAX_RECORD_DETAIL",
+    "WEBHOOK_ENV",
     "AbiViolation",
     "ActivationKind",
     "ActivationRequest",
@@ -168,6 +170,7 @@ __all__ = [
     "QueryResult",
     "QueryTimedOut",
     "RawOutput",
+    "RecordingSandbox",
     "RemoteError",
     "Repro",
     "RetryPolicy",

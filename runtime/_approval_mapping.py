@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from history import Approval, ApprovalToken, Decision
 
 from ._approvals import ApprovalDetail
-from ._clock import from_ms, to_ms
+from ._clock import from_ms, from_ms_or_none, to_ms_or_zero
 from .api import amber_pb2 as pb
-
-
-def _ms(moment: datetime | None) -> int:
-    return 0 if moment is None else to_ms(moment)
-
-
-def _opt(ms: int) -> datetime | None:
-    return from_ms(ms) if ms else None
 
 
 def approval_to_pb(a: Approval) -> pb.ApprovalInfo:
@@ -31,10 +21,10 @@ def approval_to_pb(a: Approval) -> pb.ApprovalInfo:
         required=a.required,
         policy_version=a.policy_version,
         status=a.status,
-        created_ms=_ms(a.created_at),
-        expires_ms=_ms(a.expires_at),
-        decided_ms=_ms(a.decided_at),
-        delivered_ms=_ms(a.delivered_at),
+        created_ms=to_ms_or_zero(a.created_at),
+        expires_ms=to_ms_or_zero(a.expires_at),
+        decided_ms=to_ms_or_zero(a.decided_at),
+        delivered_ms=to_ms_or_zero(a.delivered_at),
     )
 
 
@@ -52,8 +42,8 @@ def approval_from_pb(m: pb.ApprovalInfo) -> Approval:
         status=m.status,
         created_at=from_ms(m.created_ms),
         expires_at=from_ms(m.expires_ms),
-        decided_at=_opt(m.decided_ms),
-        delivered_at=_opt(m.delivered_ms),
+        decided_at=from_ms_or_none(m.decided_ms),
+        delivered_at=from_ms_or_none(m.delivered_ms),
     )
 
 
@@ -65,9 +55,9 @@ def detail_to_pb(d: ApprovalDetail) -> pb.ApprovalDetail:
                 hash_prefix=t.token_hash.hex()[:12],
                 approver=t.approver,
                 status=t.status,
-                issued_ms=_ms(t.issued_at),
-                expires_ms=_ms(t.expires_at),
-                closed_ms=_ms(t.closed_at),
+                issued_ms=to_ms_or_zero(t.issued_at),
+                expires_ms=to_ms_or_zero(t.expires_at),
+                closed_ms=to_ms_or_zero(t.closed_at),
             )
             for t in d.tokens
         ],
@@ -77,7 +67,7 @@ def detail_to_pb(d: ApprovalDetail) -> pb.ApprovalDetail:
                 approve=x.approve,
                 comment=x.comment,
                 via=x.via,
-                decided_ms=_ms(x.decided_at),
+                decided_ms=to_ms_or_zero(x.decided_at),
             )
             for x in d.decisions
         ],
@@ -101,7 +91,7 @@ def detail_from_pb(m: pb.ApprovalDetail) -> ApprovalDetail:
                 status=t.status,
                 issued_at=from_ms(t.issued_ms),
                 expires_at=from_ms(t.expires_ms),
-                closed_at=_opt(t.closed_ms),
+                closed_at=from_ms_or_none(t.closed_ms),
             )
             for t in m.tokens
         ),

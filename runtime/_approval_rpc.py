@@ -8,6 +8,7 @@ from abi import InvalidInput
 
 from . import _approval_mapping as m
 from ._approvals import ApprovalService, DecisionRequest
+from ._clock import to_ms
 from ._operators import Operators
 from ._rpc import rpc
 from ._runs_service import DEFAULT_TENANT
@@ -85,7 +86,7 @@ class ApprovalRpcs:
             tenant=request.tenant or DEFAULT_TENANT,
         )
         return pb.IssueApprovalTokenResponse(
-            token=issued.token, link=issued.link, expires_ms=m._ms(issued.expires_at)
+            token=issued.token, link=issued.link, expires_ms=to_ms(issued.expires_at)
         )
 
     @rpc

@@ -677,8 +677,7 @@ def resolve_approval_txn(
 def expire_approval_txn(cur: Cursor, life: Lifecycle, run: Run, cmd: int) -> list[Wake]:
     """An approval's expiry timer fired: if still pending, it ends `expired` (the workflow's
     timeout path)."""
-    found = approval_of_step_txn(cur, run.run_id, cmd)
-    approval = None if found is None else get_approval_txn(cur, found.approval_id, for_update=True)
+    approval = approval_of_step_txn(cur, run.run_id, cmd, for_update=True)
     if approval is None or approval.status != "pending":
         return []
     record_audit_txn(

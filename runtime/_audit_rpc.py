@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgpack
-
+from . import _mapping as m
 from ._audit_service import AuditService
-from ._clock import to_ms
 from ._rpc import rpc
 from .api import amber_pb2 as pb
 
@@ -39,18 +37,4 @@ class AuditRpcs:
         entries = self._audit.list(
             request.target or None, request.limit or 100, after_seq=request.after_seq
         )
-        return pb.ListAuditResponse(
-            records=[
-                pb.AuditRecord(
-                    seq=e.seq,
-                    time_ms=to_ms(e.at),
-                    actor=e.actor,
-                    action=e.action,
-                    target=e.target,
-                    reason=e.reason,
-                    detail=msgpack.packb(e.detail, use_bin_type=True),
-                    hash=e.hash,
-                )
-                for e in entries
-            ]
-        )
+        return pb.ListAuditResponse(records=[m.audit_to_pb(e) for e in entries])

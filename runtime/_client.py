@@ -502,19 +502,7 @@ class AmberClient:
         self, *, target: str = "", limit: int = 100, after_seq: int = 0
     ) -> list[AuditEntry]:
         request = pb.ListAuditRequest(target=target, limit=limit, after_seq=after_seq)
-        return [
-            AuditEntry(
-                seq=r.seq,
-                at=from_ms(r.time_ms),
-                actor=r.actor,
-                action=r.action,
-                target=r.target,
-                reason=r.reason,
-                detail=msgpack.unpackb(r.detail, raw=False),
-                hash=r.hash,
-            )
-            for r in self._call(self._stub.ListAudit, request).records
-        ]
+        return [m.audit_from_pb(r) for r in self._call(self._stub.ListAudit, request).records]
 
     def get_module(self, digest: str) -> bytes:
         response = self._call(self._stub.GetModule, pb.GetModuleRequest(digest=digest))

@@ -44,3 +44,13 @@ def to_ms(moment: datetime) -> int:
 
 def from_ms(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def to_ms_or_zero(moment: datetime | None) -> int:
+    """`to_ms`, with 0 for "none" (protobuf has no null for integers)."""
+    return 0 if moment is None else to_ms(moment)
+
+
+def from_ms_or_none(ms: int) -> datetime | None:
+    """`from_ms`, with 0 read back as "none"."""
+    return from_ms(ms) if ms else None

@@ -194,7 +194,6 @@ class Lifecycle:
 
     def __init__(self, clock: Clock, settings: EngineSettings) -> None:
         self._clock = clock
-        self.clock = clock
         self._settings = settings
 
     # -- creating -----------------------------------------------------------------------------
@@ -279,6 +278,10 @@ class Lifecycle:
         return [(TASKS_CHANNEL, run.queue)]
 
     # -- feeding ------------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
 
     def deliver_txn(self, cur: Cursor, run: Run, event: NewEvent) -> list[Wake]:
         """Append a fact the workflow may be waiting for, and activate it."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from typing import Any
 
 import msgpack
@@ -19,6 +18,7 @@ from abi import (
     parse_manifest,
 )
 from history import (
+    AuditEntry,
     Crash,
     Discarded,
     Event,
@@ -40,7 +40,7 @@ from history import (
 from versions import ModuleVersion, TypeRollout, TypeStatus, VersionHealth, VersionStatus
 
 from ._attempts import FailureReport
-from ._clock import from_ms, to_ms
+from ._clock import from_ms, from_ms_or_none, to_ms_or_zero
 from ._lifecycle import NewCommand
 from ._migration import RunCheck
 from ._replay import ActivationStats
@@ -53,14 +53,6 @@ from ._tasks_service import (
 )
 from ._triage import TriageOutcome
 from .api import amber_pb2 as pb
-
-
-def _ms(moment: datetime | None) -> int:
-    return 0 if moment is None else to_ms(moment)
-
-
-def _opt_dt(ms: int) -> datetime | None:
-    return from_ms(ms) if ms else None
 
 
 def error_to_pb(error: ErrorInfo | None) -> pb.ErrorInfo | None:
@@ -88,14 +80,14 @@ def run_to_pb(run: Run) -> pb.RunInfo:
         result=run.result or b"",
         error=error,
         last_seq=run.last_seq,
-        created_ms=_ms(run.created_at),
-        updated_ms=_ms(run.updated_at),
-        closed_ms=_ms(run.closed_at),
+        created_ms=to_ms_or_zero(run.created_at),
+        updated_ms=to_ms_or_zero(run.updated_at),
+        closed_ms=to_ms_or_zero(run.closed_at),
         queue=run.queue,
         parent_run_id=run.parent_run_id or "",
         cancel_requested=run.cancel_seq is not None,
         cancel_reason=run.cancel_reason or "",
-        suspended_ms=_ms(run.suspension.since) if run.suspension else 0,
+        suspended_ms=to_ms_or_zero(run.suspension.since) if run.suspension else 0,
         suspended_reason=run.suspension.reason if run.suspension else "",
         suspended_fingerprint=(run.suspension.fingerprint or "") if run.suspension else "",
     )
@@ -119,7 +111,7 @@ def run_from_pb(msg: pb.RunInfo) -> Run:
         next_cmd=0,
         created_at=from_ms(msg.created_ms),
         updated_at=from_ms(msg.updated_ms),
-        closed_at=_opt_dt(msg.closed_ms),
+        closed_at=from_ms_or_none(msg.closed_ms),
         parent_run_id=msg.parent_run_id or None,
         cancel_seq=0 if msg.cancel_requested else None,
         cancel_reason=msg.cancel_reason or None,
@@ -139,7 +131,7 @@ def event_to_pb(event: Event) -> pb.Event:
         type=event.type.value,
         payload=encode_payload(event.payload),
         digest=event.digest,
-        time_ms=_ms(event.created_at),
+        time_ms=to_ms_or_zero(event.created_at),
     )
 
 
@@ -164,9 +156,9 @@ def task_info_to_pb(task: Task) -> pb.TaskInfo:
         state=task.state.value,
         attempt=task.attempt,
         max_attempts=task.max_attempts,
-        visible_ms=_ms(task.visible_at),
+        visible_ms=to_ms_or_zero(task.visible_at),
         lease_owner=task.lease_owner or "",
-        lease_expires_ms=_ms(task.lease_expires_at),
+        lease_expires_ms=to_ms_or_zero(task.lease_expires_at),
         consecutive_failures=task.consecutive_failures,
         last_failure=task.last_failure or "",
         pool=task.pool,
@@ -174,7 +166,7 @@ def task_info_to_pb(task: Task) -> pb.TaskInfo:
         crash_fingerprint=task.crash.fingerprint if task.crash else "",
         crash_step=(task.crash.step or 0) if task.crash else 0,
         has_crash_step=task.crash is not None and task.crash.step is not None,
-        poisoned_ms=_ms(task.poisoned_at),
+        poisoned_ms=to_ms_or_zero(task.poisoned_at),
         poison_reason=task.poison_reason or "",
     )
 
@@ -192,7 +184,7 @@ def task_info_from_pb(run_id: str, digest: str, msg: pb.TaskInfo) -> Task:
         state=TaskState(msg.state),
         visible_at=from_ms(msg.visible_ms),
         lease_owner=msg.lease_owner or None,
-        lease_expires_at=_opt_dt(msg.lease_expires_ms),
+        lease_expires_at=from_ms_or_none(msg.lease_expires_ms),
         fencing=0,
         attempt=msg.attempt,
         max_attempts=msg.max_attempts,
@@ -207,7 +199,7 @@ def task_info_from_pb(run_id: str, digest: str, msg: pb.TaskInfo) -> Task:
         )
         if msg.crash_fingerprint
         else None,
-        poisoned_at=_opt_dt(msg.poisoned_ms),
+        poisoned_at=from_ms_or_none(msg.poisoned_ms),
         poison_reason=msg.poison_reason or None,
     )
 
@@ -226,7 +218,7 @@ def failure_to_pb(failure: FailureRecord) -> pb.FailureInfo:
         fuel_used=failure.fuel_used or 0,
         memory_bytes=failure.memory_bytes or 0,
         worker=failure.worker or "",
-        time_ms=_ms(failure.created_at),
+        time_ms=to_ms_or_zero(failure.created_at),
         fingerprint=failure.fingerprint or "",
         pool=failure.pool or "",
         trace_id=failure.trace_id or "",
@@ -264,12 +256,15 @@ def description_to_pb(desc: RunDescription) -> pb.DescribeRunResponse:
         recent_failures=[failure_to_pb(f) for f in desc.recent_failures],
         timers=[
             pb.TimerInfo(
-                timer_id=t.timer_id, kind=t.kind.value, cmd=t.cmd or 0, fire_ms=_ms(t.fire_at)
+                timer_id=t.timer_id,
+                kind=t.kind.value,
+                cmd=t.cmd or 0,
+                fire_ms=to_ms_or_zero(t.fire_at),
             )
             for t in desc.timers
         ],
         discarded=[
-            pb.DiscardedInfo(kind=d.kind, detail=d.detail, time_ms=_ms(d.created_at))
+            pb.DiscardedInfo(kind=d.kind, detail=d.detail, time_ms=to_ms_or_zero(d.created_at))
             for d in desc.discarded
         ],
     )
@@ -305,11 +300,11 @@ def version_to_pb(version: ModuleVersion) -> pb.VersionInfo:
         digest=version.digest,
         size=version.size,
         manifest_json=json.dumps(version.manifest.to_json(), sort_keys=True),
-        uploaded_ms=_ms(version.uploaded_at),
+        uploaded_ms=to_ms_or_zero(version.uploaded_at),
         current_for=list(version.current_for),
         candidate_for=list(version.candidate_for),
         labels=list(version.labels),
-        retired_ms=_ms(version.retired_at),
+        retired_ms=to_ms_or_zero(version.retired_at),
     )
     if version.use is not None:
         msg.has_use = True
@@ -331,7 +326,7 @@ def version_from_pb(msg: pb.VersionInfo) -> ModuleVersion:
         current_for=tuple(msg.current_for),
         candidate_for=tuple(msg.candidate_for),
         labels=tuple(msg.labels),
-        retired_at=_opt_dt(msg.retired_ms),
+        retired_at=from_ms_or_none(msg.retired_ms),
         use=use,
     )
 
@@ -431,7 +426,7 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
         digest=task.digest,
         name=task.name,
         attempt=task.attempt,
-        lease_expires_ms=_ms(task.lease_expires_at),
+        lease_expires_ms=to_ms_or_zero(task.lease_expires_at),
         tenant=run.tenant,
         pool=task.pool,
         crash_count=task.crash.count if task.crash else 0,
@@ -455,7 +450,7 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
         msg.has_heartbeat_details = True
     deadlines = [d for d in (task.attempt_deadline, task.close_by) if d is not None]
     if deadlines:
-        msg.deadline_ms = _ms(min(deadlines))
+        msg.deadline_ms = to_ms_or_zero(min(deadlines))
     return msg
 
 
@@ -588,7 +583,7 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         args=msg.args,
         idempotency_key=msg.idempotency_key,
         heartbeat_details=msg.heartbeat_details if msg.has_heartbeat_details else None,
-        deadline=_opt_dt(msg.deadline_ms),
+        deadline=from_ms_or_none(msg.deadline_ms),
         cancel_requested=msg.cancel_requested,
         upgrade_to=msg.upgrade_to,
         pool=msg.pool or "main",
@@ -620,7 +615,7 @@ def troubled_to_pb(t: Troubled) -> pb.TroubledRun:
         reason=t.reason,
         fingerprint=t.fingerprint or "",
         crashes=t.crashes,
-        since_ms=_ms(t.since),
+        since_ms=to_ms_or_zero(t.since),
     )
 
 
@@ -655,4 +650,30 @@ def triage_outcome_from_pb(msg: pb.TriageOutcome) -> TriageOutcome:
         detail=msg.detail,
         from_digest=msg.from_digest,
         to_digest=msg.to_digest,
+    )
+
+
+def audit_to_pb(e: AuditEntry) -> pb.AuditRecord:
+    return pb.AuditRecord(
+        seq=e.seq,
+        time_ms=to_ms_or_zero(e.at),
+        actor=e.actor,
+        action=e.action,
+        target=e.target,
+        reason=e.reason,
+        detail=msgpack.packb(e.detail, use_bin_type=True),
+        hash=e.hash,
+    )
+
+
+def audit_from_pb(r: pb.AuditRecord) -> AuditEntry:
+    return AuditEntry(
+        seq=r.seq,
+        at=from_ms(r.time_ms),
+        actor=r.actor,
+        action=r.action,
+        target=r.target,
+        reason=r.reason,
+        detail=msgpack.unpackb(r.detail, raw=False),
+        hash=r.hash,
     )

@@ -35,11 +35,11 @@ from ._errors import PayloadTooLarge
 from ._faults import FailureReason, GuestFault, NonDeterminism
 from ._heartbeat import Heartbeats
 from ._host import ActivityHost
-from ._http import HttpPolicy
 from ._lifecycle import NewCommand
+from ._recording import RecordingSandbox
 from ._replay import WorkflowActivation, WorkflowStep, activate_workflow, answer_query
 from ._repro import repro_of
-from ._sandbox import ActivationRequest, RawOutput, SandboxLimits, SandboxRunner
+from ._sandbox import SandboxLimits, SandboxRunner
 from ._status import RemoteError
 from ._tasks_service import (
     LeasedTask,
@@ -81,34 +81,6 @@ class DetailedTrace(Protocol):
         """The last host calls of the current activation, oldest first."""
 
 
-class _Recorder:
-    """Remembers the last activation request each slot ran, for the failure's repro."""
-
-    def __init__(self, sandbox: SandboxRunner, clock: Clock) -> None:
-        self._sandbox = sandbox
-        self._clock = clock
-        self._local = threading.local()
-
-    @property
-    def last(self) -> tuple[ActivationRequest, datetime] | None:
-        last: tuple[ActivationRequest, datetime] | None = getattr(self._local, "last", None)
-        return last
-
-    @last.setter
-    def last(self, value: tuple[ActivationRequest, datetime] | None) -> None:
-        self._local.last = value
-
-    def run(self, request: ActivationRequest) -> RawOutput:
-        self.last = (request, self._clock.now())
-        return self._sandbox.run(request)
-
-    def activities(self, digest: str) -> frozenset[str]:
-        return self._sandbox.activities(digest)
-
-    def http_policy(self, digest: str) -> HttpPolicy | None:
-        return self._sandbox.http_policy(digest)
-
-
 class Worker:
     """Serves one queue until stopped. Runs one activation at a time."""
 
@@ -124,7 +96,7 @@ class Worker:
         self._client = client
         self.settings = settings or WorkerSettings()
         self._clock = clock or SystemClock()
-        self._sandbox = _Recorder(sandbox, self._clock)
+        self._sandbox = RecordingSandbox(sandbox, self._clock)
         self._detail = detail
         self._stop = threading.Event()
         self._heartbeat = Heartbeats(client, self.settings.worker_id, self._clock)

@@ -28,10 +28,9 @@ from runtime import (
     Bundle,
     Clock,
     GuestFault,
-    HttpPolicy,
     ManualClock,
     ModuleUnavailable,
-    RawOutput,
+    RecordingSandbox,
     Repro,
     SandboxRunner,
     WorkflowActivation,
@@ -70,24 +69,6 @@ class ReplayResult:
         )
 
 
-class _Recording:
-    """Keeps the input of the activation it runs (to compare with the recorded hash)."""
-
-    def __init__(self, inner: SandboxRunner) -> None:
-        self._inner = inner
-        self.input: bytes | None = None
-
-    def run(self, request: ActivationRequest) -> RawOutput:
-        self.input = request.input
-        return self._inner.run(request)
-
-    def activities(self, digest: str) -> frozenset[str]:
-        return self._inner.activities(digest)
-
-    def http_policy(self, digest: str) -> HttpPolicy | None:
-        return None  # a replay has no side effects
-
-
 def failure_to_replay(bundle: Bundle, task_id: int | None = None) -> FailureRecord:
     """The newest failure with a repro (of one task, if given)."""
     for failure in bundle.failures:
@@ -112,7 +93,8 @@ def replay_bundle(
                 f"the bundle holds no module {digest[:12]}", digest=digest
             ) from None
 
-    sandbox = _Recording(make_sandbox(module_source, ManualClock(repro.started_at)))
+    clock = ManualClock(repro.started_at)
+    sandbox = RecordingSandbox(make_sandbox(module_source, clock), clock)
     try:
         if repro.kind is ActivationKind.WORKFLOW:
             _replay_workflow(bundle, repro, sandbox)
@@ -161,11 +143,11 @@ def _replay_activity(repro: Repro, sandbox: SandboxRunner) -> None:
 def _result(
     failure: FailureRecord,
     repro: Repro,
-    sandbox: _Recording,
+    sandbox: RecordingSandbox,
     reason: str,
     fault: GuestFault | None,
 ) -> ReplayResult:
-    seen = sandbox.input
+    seen = sandbox.last[0].input if sandbox.last is not None else None
     matches = seen is not None and hashlib.sha256(seen).hexdigest() == repro.input_sha256
     return ReplayResult(
         recorded=failure,

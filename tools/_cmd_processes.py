@@ -16,6 +16,7 @@ from types import FrameType
 from abi import InvalidInput
 from history import Database, amber_home, resolve_database_url
 from runtime import (
+    WEBHOOK_ENV,
     AmberClient,
     AmberServer,
     ApprovalPageOptions,
@@ -30,7 +31,6 @@ from runtime import (
     WorkerSettings,
     configure_tracing,
 )
-from runtime._approval_sinks import WEBHOOK_ENV
 
 APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
 

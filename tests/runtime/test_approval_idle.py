@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from history import Database
+from history import Cursor, Database
 from tests.conftest import InProcessServer, Process, wait_for
 
 RUNS = 10_000
@@ -23,10 +23,10 @@ def _rss_kib(pid: int) -> int:
 
 
 def _waiting(db: Database) -> int:
-    def txn(cur: object) -> int:
-        cur.execute("SELECT count(*) FROM amber_approvals WHERE status = 'pending'")  # type: ignore[attr-defined]
-        row = cur.fetchone()  # type: ignore[attr-defined]
-        return int(row[0])
+    def txn(cur: Cursor) -> int:
+        cur.execute("SELECT count(*) FROM amber_approvals WHERE status = 'pending'")
+        row = cur.fetchone()
+        return int(row[0]) if row else 0
 
     return db.run(txn)
 

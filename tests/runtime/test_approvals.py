@@ -173,7 +173,10 @@ def test_replayed_forged_and_misdirected_tokens_change_nothing_and_are_audited(
         with pytest.raises(InvalidToken):
             srv.client.decide_approval(bad, approve=True, **where)
     assert len(srv.client.history(other)) == before
-    assert srv.client.get_approval(srv.client.list_approvals(run_id=other)[0].approval_id)
+    (pending,) = srv.client.list_approvals(run_id=other)
+    detail = srv.client.get_approval(pending.approval_id)
+    assert detail.approval.status == "pending" and not detail.decisions
+    assert [t.status for t in detail.tokens] == ["pending"]
     assert sorted(_refusals(db)) == sorted(
         [
             "identity mismatch: claimed 'mallory'",

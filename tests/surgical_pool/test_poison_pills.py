@@ -80,6 +80,25 @@ def _surgical(srv: InProcessServer, tmp_path: Path, spans: TracerProvider) -> Su
     )
 
 
+def _step(worker: Worker) -> bool:
+    """Let `worker` run whatever is visible (for `wait_for` conditions); always true."""
+    worker.run_once(wait_s=0.05)
+    return True
+
+
+def _diverged(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> tuple[InProcessServer, str]:
+    """A server and a `diverge` run whose replay diverged: poisoned at its first failure."""
+    srv = make_server(settings=EngineSettings(poison=FAST))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    run_id = srv.client.start_run("diverge", {"x": 1}).run.run_id
+    worker = _main_worker(srv, sandbox)
+    while worker.run_once(wait_s=0.3):  # activation, activity, the replay that diverges
+        pass
+    return srv, run_id
+
+
 def _traced_to(path: Path) -> TracerProvider:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(str(path))))
@@ -220,12 +239,7 @@ def test_a_workflow_that_diverges_on_replay_is_poisoned_at_its_first_failure(
     sandbox: Sandbox,
     tmp_path: Path,
 ) -> None:
-    srv = make_server(settings=EngineSettings(poison=FAST))
-    srv.client.upload_version(modules["hostile"], promote=True)
-    run_id = srv.client.start_run("diverge", {"x": 1}).run.run_id
-    worker = _main_worker(srv, sandbox)
-    while worker.run_once(wait_s=0.3):  # activation, activity, the replay that diverges
-        pass
+    srv, run_id = _diverged(make_server, modules, sandbox)
     desc = srv.client.describe(run_id)
     (failure,) = desc.recent_failures
     assert failure.reason == "non_determinism" and failure.pool == "main"
@@ -334,7 +348,7 @@ def test_triage_commands_need_a_reason_refuse_runs_with_nothing_to_triage_and_ar
     crashing = [srv.client.start_run("good", {"crash": True}).run.run_id for _ in range(3)]
     worker = _main_worker(srv, sandbox)
     wait_for(
-        lambda: (worker.run_once(wait_s=0.05) or True) and len(srv.client.list_troubled()) == 3,
+        lambda: _step(worker) and len(srv.client.list_troubled()) == 3,
         30,
         "three poisoned runs",
     )
@@ -354,7 +368,7 @@ def test_triage_commands_need_a_reason_refuse_runs_with_nothing_to_triage_and_ar
 
     # Skip completes the poisoned step with the operator's result; terminate closes a run.
     wait_for(
-        lambda: (worker.run_once(wait_s=0.05) or True) and len(srv.client.list_troubled()) == 3,
+        lambda: _step(worker) and len(srv.client.list_troubled()) == 3,
         30,
         "the runs to be poisoned again",
     )
@@ -369,7 +383,7 @@ def test_triage_commands_need_a_reason_refuse_runs_with_nothing_to_triage_and_ar
     )  # fmt: skip
     srv.client.triage("terminate", run_ids=[second], reason="customer cancelled", operator="bob")
     wait_for(
-        lambda: (worker.run_once(wait_s=0.05) or True) and srv.client.result(first).status.closed,
+        lambda: _step(worker) and srv.client.result(first).status.closed,
         30,
         "the skipped run",
     )
@@ -386,12 +400,7 @@ def test_a_bundle_replays_in_process_and_isolated_alike_and_tampering_is_refused
     sandbox: Sandbox,
     tmp_path: Path,
 ) -> None:
-    srv = make_server(settings=EngineSettings(poison=FAST))
-    srv.client.upload_version(modules["hostile"], promote=True)
-    run_id = srv.client.start_run("diverge", {"x": 1}).run.run_id
-    worker = _main_worker(srv, sandbox)
-    while worker.run_once(wait_s=0.3):
-        pass
+    srv, run_id = _diverged(make_server, modules, sandbox)
     data = srv.client.export_run(run_id, operator="carol")
     bundle = Bundle.decode(data)
     engine = SandboxEngine(tmp_path / "fresh")
