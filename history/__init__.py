@@ -76,6 +76,7 @@ from ._events import (
     encode_payload,
 )
 from ._failures import FailureRecord, record_failure_txn, run_failures_txn
+from ._footprint import StoreFootprint, store_footprint_txn
 from ._log import Appended, append_events_txn, read_events_txn
 from ._migrations import Migration, apply_migrations, load_migrations
 from ._poison import (
@@ -138,6 +139,7 @@ from ._tasks import (
     expired_leases_txn,
     extend_lease_txn,
     get_task_txn,
+    leases_held_by_txn,
     lock_leased_task_txn,
     next_visible_txn,
     note_claim_txn,
@@ -204,6 +206,7 @@ __all__ = [
     "RunNotFound",
     "RunQuery",
     "RunStatus",
+    "StoreFootprint",
     "StoreUnavailable",
     "Suspension",
     "Task",
@@ -260,6 +263,7 @@ __all__ = [
     "insert_timer_txn",
     "insert_token_txn",
     "is_transient",
+    "leases_held_by_txn",
     "list_approvals_txn",
     "list_audit_txn",
     "list_runs_txn",
@@ -301,6 +305,7 @@ __all__ = [
     "savepoint",
     "set_next_cmd_txn",
     "start_embedded_postgres",
+    "store_footprint_txn",
     "surgical_failures_txn",
     "suspend_run_txn",
     "take_query_answer_txn",

@@ -464,6 +464,16 @@ def expired_leases_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[
     return [_task(row) for row in cur.fetchall()]
 
 
+def leases_held_by_txn(cur: Cursor, worker: str, *, limit: int = 100) -> list[Task]:
+    """Lock the tasks leased to `worker`, whatever their lease's expiry."""
+    cur.execute(
+        f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE state = 'leased' AND lease_owner = %s"
+        " ORDER BY task_id LIMIT %s FOR UPDATE SKIP LOCKED",
+        (worker, limit),
+    )
+    return [_task(row) for row in cur.fetchall()]
+
+
 def timed_out_tasks_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[Task]:
     """Lock tasks one of whose activity timeouts has passed. A suspended run's held tasks are
     left alone: its time is frozen until an operator releases it (deadlines that passed

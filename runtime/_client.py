@@ -606,6 +606,13 @@ class AmberClient:
             cancel_requested=response.cancel_requested,
         )
 
+    def release_leases(self, worker_id: str) -> int:
+        """Give up every lease held under `worker_id` (each becomes a failed "worker lost"
+        attempt at once). Only for a worker starting under a stable id whose previous process
+        is gone; returns how many were released."""
+        request = pb.ReleaseLeasesRequest(worker_id=worker_id)
+        return int(self._call(self._stub.ReleaseLeases, request).released)
+
     def complete_query(
         self,
         task: LeasedTask,

@@ -407,6 +407,13 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         )
 
     @_rpc
+    def ReleaseLeases(
+        self, request: pb.ReleaseLeasesRequest, context: Any
+    ) -> pb.ReleaseLeasesResponse:
+        released = self._tasks.release_leases_of(request.worker_id)
+        return pb.ReleaseLeasesResponse(released=released)
+
+    @_rpc
     def CompleteQuery(
         self, request: pb.CompleteQueryRequest, context: Any
     ) -> pb.CompleteQueryResponse:

@@ -51,6 +51,7 @@ from history import (
     expired_leases_txn,
     extend_lease_txn,
     get_run_txn,
+    leases_held_by_txn,
     lock_leased_task_txn,
     next_visible_txn,
     note_claim_txn,
@@ -135,6 +136,7 @@ def idempotency_key(run_id: str, cmd: int) -> str:
 
 
 _UPGRADE_CACHE_S = 5.0
+_RELEASE_BATCH, _RELEASE_BATCHES = 100, 100
 _READS = frozenset({TaskKind.QUERY, TaskKind.CHECK})
 """Tasks that only read a run (a replay that appends nothing); answered, never retried."""
 
@@ -536,20 +538,45 @@ class TaskService:
 
     def sweep_expired_leases(self) -> int:
         """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
+        return self._lose_leases(
+            expired_leases_txn,
+            lambda task: f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
+        )
+
+    def release_leases_of(self, worker: str) -> int:
+        """Treat every task leased to `worker` as one failed attempt ("worker lost") now,
+        without waiting for the leases to run out: a worker restarting under a stable id says
+        that the process which held them is gone. Returns how many were released."""
+        if not worker:
+            raise InvalidInput("worker_id is required")
+        released = 0
+        for _ in range(_RELEASE_BATCHES):  # a row whose release failed stays leased: bounded
+            batch = self._lose_leases(
+                lambda cur, _now: leases_held_by_txn(cur, worker, limit=_RELEASE_BATCH),
+                lambda task: f"{worker} restarted: its predecessor's lease was released",
+            )
+            released += batch
+            if batch < _RELEASE_BATCH:
+                break
+        return released
+
+    def _lose_leases(
+        self,
+        select: Callable[[Cursor, datetime], list[Task]],
+        message: Callable[[Task], str],
+    ) -> int:
+        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker."""
 
         def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
             now = self._clock.now()
-            tasks = expired_leases_txn(cur, now)
+            tasks = select(cur, now)
 
             def step(task: Task) -> list[Wake]:
                 run = get_run_txn(cur, task.run_id, for_update=True)
                 if task.kind in _READS or run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
                     return []
-                failure = FailureReport(
-                    reason=FailureReason.WORKER_LOST,
-                    message=f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
-                )
+                failure = FailureReport(reason=FailureReason.WORKER_LOST, message=message(task))
                 attempt = FailedAttempt(
                     task=task, run=run, failure=failure, worker=task.lease_owner
                 )

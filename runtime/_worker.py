@@ -64,6 +64,9 @@ class WorkerSettings:
     slots: int = 1
     """Tasks run at once. Guest code still runs one activation at a time per process (the
     sandbox's lock); more slots overlap the server round trips between activations."""
+    release_on_start: bool = False
+    """`worker_id` is stable across restarts and unique among live workers: on start, give up
+    the leases a previous process under it held, instead of waiting for them to expire."""
 
 
 class DetailedTrace(Protocol):
@@ -115,6 +118,8 @@ class Worker:
     def run(self) -> None:
         """Poll and execute until `stop()`, in `settings.slots` threads; survives server
         outages by backing off."""
+        if self.settings.release_on_start:
+            self._release_predecessor_leases()
         extra = [
             threading.Thread(target=self._serve, name=f"amber-slot-{n}", daemon=True)
             for n in range(1, max(self.settings.slots, 1))
@@ -124,6 +129,22 @@ class Worker:
         self._serve()
         for slot in extra:
             slot.join()
+
+    def _release_predecessor_leases(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                released = self._client.release_leases(self.settings.worker_id)
+            except AmberError as exc:
+                _log.warning("releasing old leases failed (%s); retrying in %.1f s", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if released:
+                _log.info(
+                    "released %d leases a previous %s held", released, self.settings.worker_id
+                )
+            return
 
     def _serve(self) -> None:
         backoff = 0.1

@@ -9,6 +9,7 @@ import secrets
 import signal
 import sys
 import threading
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
@@ -125,6 +126,8 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
             deadline_s=args.activity_deadline,
         ),
     )
+    if args.worker_id:
+        settings = replace(settings, worker_id=args.worker_id, release_on_start=True)
     return settings
 
 

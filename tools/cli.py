@@ -91,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--activity-deadline", type=float, default=60.0, help="seconds")
     p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
     p.add_argument("--connect-timeout", type=float, default=30.0)
+    p.add_argument(
+        "--worker-id",
+        help="a stable identity, unique among live workers (e.g. the pod or unit name): on start"
+        " the worker gives up the leases its previous process held instead of waiting for them"
+        " to expire (default host:pid, nothing released)",
+    )
     p.set_defaults(local=_cmd_processes.work)
 
     p = sub.add_parser("build", parents=[common], help="compile a C guest to an Amber module")

@@ -839,6 +839,18 @@ class HeartbeatRequest(_message.Message):
     has_details: bool
     def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., details: _Optional[bytes] = ..., has_details: _Optional[bool] = ...) -> None: ...
 
+class ReleaseLeasesRequest(_message.Message):
+    __slots__ = ("worker_id",)
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    def __init__(self, worker_id: _Optional[str] = ...) -> None: ...
+
+class ReleaseLeasesResponse(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: int
+    def __init__(self, released: _Optional[int] = ...) -> None: ...
+
 class HeartbeatResponse(_message.Message):
     __slots__ = ("lease_expires_ms", "cancel_requested")
     LEASE_EXPIRES_MS_FIELD_NUMBER: _ClassVar[int]

@@ -219,6 +219,11 @@ class AmberStub:
                 request_serializer=runtime_dot_api_dot_amber__pb2.CompleteQueryRequest.SerializeToString,
                 response_deserializer=runtime_dot_api_dot_amber__pb2.CompleteQueryResponse.FromString,
                 _registered_method=True)
+        self.ReleaseLeases = channel.unary_unary(
+                '/amber.v1.Amber/ReleaseLeases',
+                request_serializer=runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.SerializeToString,
+                response_deserializer=runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.FromString,
+                _registered_method=True)
 
 
 class AmberServicer:
@@ -452,6 +457,13 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReleaseLeases(self, request, context):
+        """A worker starting under a stable id gives up the leases its dead predecessor held.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AmberServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -639,6 +651,11 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.CompleteQuery,
                     request_deserializer=runtime_dot_api_dot_amber__pb2.CompleteQueryRequest.FromString,
                     response_serializer=runtime_dot_api_dot_amber__pb2.CompleteQueryResponse.SerializeToString,
+            ),
+            'ReleaseLeases': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseLeases,
+                    request_deserializer=runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.FromString,
+                    response_serializer=runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1640,6 +1657,33 @@ class Amber:
             '/amber.v1.Amber/CompleteQuery',
             runtime_dot_api_dot_amber__pb2.CompleteQueryRequest.SerializeToString,
             runtime_dot_api_dot_amber__pb2.CompleteQueryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseLeases(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ReleaseLeases',
+            runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.SerializeToString,
+            runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.FromString,
             options,
             channel_credentials,
             insecure,
