@@ -49,10 +49,12 @@ from psycopg import sql
 
 import abi
 from abi import AmberError
-from history import DATABASE_URL_ENV, HOME_ENV, RunStatus
+from history import DATABASE_URL_ENV, HOME_ENV, Database, RunStatus
 from runtime import AmberClient, decode
 
 from ._bench_commit_rate import measure_commit_rate
+from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
+from ._bench_recovery import RecoveryOptions, WorkerControl, measure_recovery
 from ._build import build_module
 
 CHAIN_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "chain.c"
@@ -95,6 +97,10 @@ class BenchOptions:
     """Pause before each `pg_stat_database` reading, so idle backends have published theirs."""
     commit_probe_s: float = 3.0
     """How long to measure the database's raw single-row commit rate at the end (0: skip)."""
+    idle_runs: int = 10_000
+    """Runs parked on a timer or signal in the idle-cost phase (0: skip it)."""
+    recovery_runs: int = 100
+    """Runs in flight when the recovery phase kills the worker (0: skip it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +108,9 @@ class _Child:
     name: str
     popen: subprocess.Popen[bytes]
     log: Path
+    args: tuple[str, ...]
+    """The `amber` arguments it was started with."""
+    env: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +189,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             "workers": max((_peak_rss_mb(c) or 0.0 for c in setup.workers), default=None),
             "workers_each": [_peak_rss_mb(c) for c in setup.workers],
         }
+        idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
         raw_rate = None
         if setup.db is not None and options.commit_probe_s > 0:  # while the database is up
             progress(f"raw commit rate: single-row commits for {options.commit_probe_s} s")
@@ -237,6 +247,8 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         f" the server's background commits (lease sweeper, ~1/s) over the phase and the"
         f" {options.stats_settle_s} s settle before the second reading",
         "peak_rss_mb": peak_rss,
+        "idle_cost": idle,
+        "recovery": recovery,
         "log_problems": problems,
         "machine": {
             "cpu_count": os.cpu_count(),
@@ -251,6 +263,57 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         }
     write_json(options.output, result)
     return result
+
+
+def _crash_and_idle_phases(
+    options: BenchOptions,
+    setup: _Stack,
+    client: AmberClient,
+    stack: contextlib.ExitStack,
+    tmp: Path,
+    tag: str,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The idle-cost and recovery phases; they need the store and processes of our own, so they
+    are skipped (None) with `--target`."""
+    if setup.server is None or setup.db is None or not setup.workers:
+        return None, None
+    url = psycopg.conninfo.make_conninfo(setup.db.stats_url, dbname=setup.db.name)
+    store = stack.enter_context(Database(url, max_size=2))
+    idle = recovery = None
+    if options.idle_runs > 0:
+        progress(f"idle cost: {options.idle_runs} runs parked on a timer or signal")
+        built = build_module(PARK_SOURCE, tmp / "park.wasm")
+        client.upload_version(built.output.read_bytes(), promote=True)
+        pids = [c.popen.pid for c in setup.workers]
+        park = IdleOptions(
+            runs=options.idle_runs, starters=options.w, timeout_s=options.timeout_s,
+            tag=f"bench-{tag}-idle",
+        )  # fmt: skip
+        idle = measure_idle_cost(client, store, pids, setup.server.popen.pid, park)
+    if options.recovery_runs > 0:
+        progress(f"recovery: SIGKILL the worker with {options.recovery_runs} runs in flight")
+        control = _worker_control(setup.workers[0], stack)
+        crash = RecoveryOptions(
+            runs=options.recovery_runs, k=options.k, starters=options.w,
+            timeout_s=options.timeout_s, tag=f"bench-{tag}-recovery",
+        )  # fmt: skip
+        recovery = measure_recovery(client, store, control, crash)
+    return idle, recovery
+
+
+def _worker_control(worker: _Child, stack: contextlib.ExitStack) -> WorkerControl:
+    """Kill this worker's process group; start a replacement with the same arguments."""
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(worker.popen.pid, signal.SIGKILL)
+        worker.popen.wait(timeout=30)
+
+    def restart() -> None:
+        child = _spawn(f"{worker.name}-restarted", list(worker.args), worker.env, worker.log.parent)
+        stack.callback(_stop, child)
+
+    return WorkerControl(kill=kill, restart=restart)
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -289,9 +352,10 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
 
     workers = []
     for i in range(options.workers):
-        child = _spawn(
-            f"worker-{i}", ["--server", target, "worker", "--poll-wait", "1"], env, tmp / "logs"
-        )
+        # A stable id, as under a supervisor: a restarted worker gives up its predecessor's
+        # leases at once (the recovery phase).
+        args = ["--server", target, "worker", "--poll-wait", "1", "--worker-id", f"bench-{tag}-{i}"]
+        child = _spawn(f"worker-{i}", args, env, tmp / "logs")
         stack.callback(_stop, child)
         workers.append(child)
     return _Stack(target=target, server=server, workers=tuple(workers), db=db)
@@ -322,7 +386,7 @@ def _spawn(name: str, args: list[str], env: dict[str, str], logs: Path) -> _Chil
             stderr=subprocess.STDOUT,
             start_new_session=True,  # Ctrl-C reaches the bench only; it stops them in order
         )
-    return _Child(name=name, popen=popen, log=log)
+    return _Child(name=name, popen=popen, log=log, args=tuple(args), env=env)
 
 
 def _stop(child: _Child, timeout_s: float = 30.0) -> None:

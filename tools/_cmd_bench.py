@@ -66,6 +66,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="measure the raw single-row commit rate this long (0: skip)",
     )
+    parser.add_argument(
+        "--idle-runs",
+        type=int,
+        default=10_000,
+        help="runs parked on a timer or signal for the idle-cost phase (0: skip)",
+    )
+    parser.add_argument(
+        "--recovery-runs",
+        type=int,
+        default=100,
+        help="runs in flight when the recovery phase SIGKILLs the worker (0: skip)",
+    )
     peers = parser.add_argument_group("peers (../shared/bench/peers, same workload, after Amber)")
     peers.add_argument("--peers", action="store_true", help="also run the peers' harness")
     for engine, headline in (("temporal", HEADLINE_TEMPORAL), ("dbos", HEADLINE_DBOS)):
@@ -131,6 +143,8 @@ def main(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         stats_settle_s=args.stats_settle,
         commit_probe_s=args.commit_probe,
+        idle_runs=args.idle_runs,
+        recovery_runs=args.recovery_runs,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
     began = time.monotonic()

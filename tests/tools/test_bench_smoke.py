@@ -30,6 +30,7 @@ from tools._bench_peers import (
 )
 
 N, K, W, LATENCY_RUNS = 5, 2, 2, 2
+IDLE_RUNS, RECOVERY_RUNS = 20, 10
 TARGETS = (
     "throughput_vs_dbos",
     "throughput_vs_temporal",
@@ -69,8 +70,9 @@ def bench(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         *(sys.executable, "-m", "tools.cli", "bench", "--database-url", server_url),
         *("--n", str(N), "--k", str(K), "--w", str(W), "--latency-runs", str(LATENCY_RUNS)),
         *("--stats-settle", "1.5", "--commit-probe", "0.5", "--output", str(output)),
+        *("--idle-runs", str(IDLE_RUNS), "--recovery-runs", str(RECOVERY_RUNS)),
     ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     return {"json": json.loads(output.read_text()), "stdout": done.stdout}
 
@@ -102,6 +104,30 @@ def test_the_command_completes_and_writes_every_key(bench: dict[str, Any]) -> No
     assert result["timing_s"]["amber"] > 0 and result["timing_s"]["peers"] is None
 
     assert "idle p50 ms" in bench["stdout"] and "server+1w" in bench["stdout"]
+
+
+@pytest.mark.slow
+def test_parked_runs_are_measured_and_woken(bench: dict[str, Any]) -> None:
+    idle = bench["json"]["idle_cost"]
+    assert idle["errors"] == []
+    assert idle["started"] == idle["parked"] == IDLE_RUNS
+    assert idle["woken_by_signal"] == IDLE_RUNS  # all of them (20 are woken)
+    assert idle["timers_per_run"] == 1.0 and idle["events_per_run"] > 0
+    assert idle["db_bytes_per_run"] > 0
+    assert all(r > 0 for r in idle["worker_rss_ratio"])
+
+
+@pytest.mark.slow
+def test_a_killed_worker_s_runs_all_complete_within_the_at_least_once_bound(
+    bench: dict[str, Any],
+) -> None:
+    recovery = bench["json"]["recovery"]
+    assert recovery["errors"] == [] and recovery["all_completed"]
+    assert (recovery["runs"], recovery["k"]) == (RECOVERY_RUNS, K)
+    assert recovery["steps_missing"] == recovery["completions_recorded_twice"] == 0
+    assert recovery["within_bound"]
+    assert recovery["activities_rerun"] <= recovery["tasks_leased_at_kill"]
+    assert bench["json"]["log_problems"] == {}
 
 
 @pytest.mark.slow

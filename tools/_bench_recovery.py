@@ -1,0 +1,155 @@
+"""`amber bench`'s recovery phase: SIGKILL the worker with runs in flight, restart it, drain.
+
+Use it to put a number on a crash: `runs` `chain` runs of K activities are started; once a
+fraction of their activities has completed the worker is killed with SIGKILL (its whole process
+group) and a new one is started at once. Every run must still complete with the right result.
+
+Checked from the histories, not from the activities themselves (a sandboxed guest cannot write a
+count file as the peers' steps do): each run holds exactly one `ActivityCompleted` per activity
+(none missing, no completion recorded twice), and an activity that ran again after the kill shows
+as a completion with `attempt` > 1. The at-least-once bound is the activity tasks the dead worker
+held leased at the kill: only those may run twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Final
+
+from abi import AmberError
+from history import Database, EventType, Run, RunStatus, store_footprint_txn
+from runtime import AmberClient, decode
+
+_POLL_S: Final = 0.01
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryOptions:
+    runs: int = 100
+    k: int = 5
+    starters: int = 16
+    kill_after: float = 0.3
+    """Kill once this fraction of all the runs' activities has completed."""
+    timeout_s: float = 300.0
+    tag: str = "recovery"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerControl:
+    """How the phase kills the running worker and starts its replacement."""
+
+    kill: Callable[[], None]
+    """SIGKILL the worker (and its children)."""
+    restart: Callable[[], None]
+    """Start a new worker like the killed one."""
+
+
+def measure_recovery(
+    client: AmberClient, store: Database, worker: WorkerControl, options: RecoveryOptions
+) -> dict[str, Any]:
+    """Run the crash and return the phase's JSON (`errors` lists what went wrong)."""
+    errors: list[str] = []
+    base = store.run(store_footprint_txn).activities_completed
+    total = options.runs * options.k
+    threshold = max(1, int(total * options.kill_after))
+    began = time.perf_counter()
+    ids = [f"{options.tag}-{i}" for i in range(options.runs)]
+    with ThreadPoolExecutor(options.starters, thread_name_prefix="bench-recovery") as pool:
+        started = list(pool.map(lambda i: _start(client, ids[i], i, options.k, errors),
+                                range(options.runs)))  # fmt: skip
+    values = {run_id: value for value, run_id in enumerate(started) if run_id is not None}
+    run_ids = list(values)
+    while (done := store.run(store_footprint_txn).activities_completed - base) < threshold:
+        if time.perf_counter() - began > options.timeout_s:
+            errors.append(f"only {done} of {total} activities completed before the timeout")
+            break
+        time.sleep(_POLL_S)
+    worker.kill()
+    killed, killed_wall = time.perf_counter(), time.time()
+    at_kill = store.run(store_footprint_txn)
+    worker.restart()
+    runs = [_wait(client, run_id, options.timeout_s, errors) for run_id in run_ids]
+    drained = time.perf_counter()
+    closed_before_kill = sum(
+        1 for run in runs if run and run.closed_at and run.closed_at.timestamp() < killed_wall
+    )
+    audit = _audit(client, run_ids, options.k, errors)
+    for run in runs:
+        if run is not None:
+            _check_result(run, values[run.run_id] + options.k, errors)
+    bound = at_kill.tasks_leased
+    return {
+        "runs": options.runs,
+        "k": options.k,
+        "killed_after_s": round(killed - began, 3),
+        "activities_done_at_kill": at_kill.activities_completed - base,
+        "runs_closed_before_kill": closed_before_kill,
+        "runs_in_flight_at_kill": len(run_ids) - closed_before_kill,
+        "tasks_leased_at_kill": at_kill.tasks_leased,
+        "tasks_pending_at_kill": at_kill.tasks_pending,
+        "time_kill_to_all_done_s": round(drained - killed, 2),
+        "all_completed": not errors and len(run_ids) == options.runs,
+        **audit,
+        "at_least_once_bound": bound,
+        "within_bound": audit["activities_rerun"] <= bound and not audit["steps_missing"],
+        "errors": errors[:20],
+    }
+
+
+def _start(
+    client: AmberClient, workflow_id: str, value: int, k: int, errors: list[str]
+) -> str | None:
+    try:
+        started = client.start_run("chain", {"k": k, "value": value}, workflow_id=workflow_id)
+    except AmberError as exc:
+        errors.append(f"{workflow_id}: start failed: {exc}")
+        return None
+    return started.run.run_id
+
+
+def _wait(client: AmberClient, run_id: str, timeout_s: float, errors: list[str]) -> Run | None:
+    """The run once closed (None: it did not close in time, or could not be read)."""
+    deadline = time.perf_counter() + timeout_s
+    while (remaining := deadline - time.perf_counter()) > 0:
+        try:
+            run = client.result(run_id, wait_s=min(5.0, remaining))
+        except AmberError as exc:
+            errors.append(f"{run_id}: result failed: {exc}")
+            return None
+        if run.status.closed:
+            return run
+    errors.append(f"{run_id}: not closed after {timeout_s} s")
+    return None
+
+
+def _check_result(run: Run, expected: int, errors: list[str]) -> None:
+    if run.status is not RunStatus.COMPLETED:
+        errors.append(f"{run.run_id}: {run.status.value}: {run.error_type}: {run.error_message}")
+    elif decode(run.result) != {"value": expected}:
+        errors.append(f"{run.run_id}: wrong result {decode(run.result)!r}")
+
+
+def _audit(
+    client: AmberClient, run_ids: Sequence[str], k: int, errors: list[str]
+) -> dict[str, int]:
+    """Completions per activity, from every run's history."""
+    missing = twice = rerun = 0
+    for run_id in run_ids:
+        completions: Counter[int] = Counter()
+        for event in client.history(run_id):
+            if event.type is EventType.ACTIVITY_COMPLETED:
+                completions[event.payload["cmd"]] += 1
+                rerun += event.payload.get("attempt", 1) > 1
+        missing += max(0, k - len(completions))
+        twice += sum(c - 1 for c in completions.values())
+    if missing or twice:
+        errors.append(f"{missing} activities without a completion, {twice} recorded twice")
+    return {
+        "steps_missing": missing,
+        "completions_recorded_twice": twice,
+        "activities_rerun": rerun,
+    }
