@@ -55,6 +55,7 @@ from runtime import AmberClient, decode
 from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
 from ._bench_recovery import RecoveryOptions, WorkerControl, measure_recovery
+from ._bench_sandbox import measure_sandbox
 from ._build import build_module
 
 CHAIN_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "chain.c"
@@ -101,6 +102,8 @@ class BenchOptions:
     """Runs parked on a timer or signal in the idle-cost phase (0: skip it)."""
     recovery_runs: int = 100
     """Runs in flight when the recovery phase kills the worker (0: skip it)."""
+    sandbox_repetitions: int = 2000
+    """Activations timed by the in-process sandbox microbenchmark (0: skip it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,6 +198,11 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             progress(f"raw commit rate: single-row commits for {options.commit_probe_s} s")
             url = psycopg.conninfo.make_conninfo(setup.db.stats_url, dbname=setup.db.name)
             raw_rate = measure_commit_rate(url, options.commit_probe_s).to_json()
+    sandbox = None
+    if options.sandbox_repetitions > 0:  # in this process, once the engine's are stopped
+        progress(f"sandbox: {options.sandbox_repetitions} activations, 20-step replays")
+        replays = max(1, options.sandbox_repetitions // 10)
+        sandbox = measure_sandbox(options.sandbox_repetitions, replays)
     n = options.n
     cpu = _cpu_report(before, after, n, setup.db)
     ok = n - throughput["errors"]  # only runs that returned the right result count
@@ -249,6 +257,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         "peak_rss_mb": peak_rss,
         "idle_cost": idle,
         "recovery": recovery,
+        "sandbox": sandbox,
         "log_problems": problems,
         "machine": {
             "cpu_count": os.cpu_count(),

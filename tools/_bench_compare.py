@@ -47,10 +47,12 @@ class _Target:
     at_least: float | None = None
     at_most: float | None = None
     note: str = ""
+    verdict: bool | None = None
+    """Met or not, for a target that is not a bound on `measured`."""
 
     def to_json(self) -> dict[str, Any]:
         bounded = self.at_least is not None or self.at_most is not None
-        met = None
+        met = self.verdict
         if bounded and self.measured is not None:
             met = (self.at_least is None or self.measured >= self.at_least) and (
                 self.at_most is None or self.measured <= self.at_most
@@ -156,7 +158,12 @@ def _targets(
     """Issue 7's targets; those this command does not measure say so (measured None)."""
     k = result["config"]["k"]
     raw = result.get("raw_commit_rate") or {}
-    elsewhere = "not measured by `amber bench`"
+    elsewhere = "not measured in this run"
+    sandbox = result.get("sandbox")
+    idle = result.get("idle_cost") or {}
+    recovery = result.get("recovery") or {}
+    rss_ratios = [r for r in idle.get("worker_rss_ratio", []) if r is not None]
+    idle_note = f"{idle['parked']} runs parked" if idle else elsewhere
     return [
         _Target(name="throughput_vs_dbos", text="≥ 10× the best DBOS workflows/s",
                 measured=ratios["throughput_vs_dbos"]["ratio"], at_least=10.0),
@@ -175,15 +182,35 @@ def _targets(
         _Target(name="fraction_of_raw_commit_rate",
                 text="report workflows/s ÷ (raw commits/s ÷ (K+2))",
                 measured=raw.get("amber_fraction_of_ceiling")),
-        _Target(name="sandbox_activation_us", text="≤ 150 µs median", measured=None,
-                at_most=150.0, note=elsewhere),
-        _Target(name="replay_20_steps_ms", text="≤ 2 ms", measured=None, at_most=2.0,
-                note=elsewhere),
-        _Target(name="idle_cost", text="10,000 waiting runs: worker RSS ±10 %, ≤ 4 KiB each",
-                measured=None, note=elsewhere),
-        _Target(name="recovery", text="SIGKILL with 100 in flight: all complete, duplicates"
-                " within at-least-once", measured=None, note=elsewhere),
+        _Target(name="sandbox_activation_us", text="≤ 150 µs median",
+                measured=_at(sandbox, "activation_us", "median"), at_most=150.0,
+                note="" if sandbox else elsewhere),
+        _Target(name="replay_20_steps_ms", text="≤ 2 ms",
+                measured=_at(sandbox, "replay_20_steps_ms", "median"), at_most=2.0,
+                note="" if sandbox else elsewhere),
+        _Target(name="idle_worker_rss_ratio",
+                text="10,000 waiting runs leave the worker's RSS unchanged (±10 %)",
+                measured=max(rss_ratios, key=lambda r: abs(r - 1), default=None),
+                at_least=0.9, at_most=1.1, note=idle_note),
+        _Target(name="idle_db_bytes_per_run", text="≤ 4 KiB of database per waiting run",
+                measured=idle.get("db_bytes_per_run"), at_most=4096.0, note=idle_note),
+        _Target(name="recovery_drain_s",
+                text="SIGKILL the worker with 100 runs in flight: all complete, duplicates only"
+                " within the at-least-once bound; report the time to drain",
+                measured=recovery.get("time_kill_to_all_done_s"),
+                verdict=recovery.get("within_bound") and recovery.get("all_completed")
+                if recovery else None,
+                note=f"{recovery['runs']} runs, {recovery['activities_rerun']} activities re-run"
+                f" (bound {recovery['at_least_once_bound']})" if recovery else elsewhere),
     ]  # fmt: skip
+
+
+def _at(doc: dict[str, Any] | None, *keys: str) -> float | None:
+    for key in keys:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return _number(doc)
 
 
 def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
@@ -264,6 +291,21 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
             f"{'raw single-row commits/s':<34} {_f(raw['commits_per_s'], 0):>6} on the same"
             f" PostgreSQL → ceiling {_f(raw['ceiling_workflows_per_s'])} wf/s at K+2 commits;"
             f" Amber reaches {_f(None if share is None else 100 * share)} %"
+        )
+    extra = {
+        "sandbox_activation_us": "sandbox activation µs, median",
+        "replay_20_steps_ms": "20-step replay ms, median",
+        "idle_worker_rss_ratio": "worker RSS after / before parking",
+        "idle_db_bytes_per_run": "database bytes per parked run",
+        "recovery_drain_s": "SIGKILL → all done, s",
+    }
+    for key, text in extra.items():
+        t = targets[key]
+        digits = 3 if key == "idle_worker_rss_ratio" else 1
+        detail = f" ({t['note']})" if t.get("note") else ""
+        lines.append(
+            f"{text:<34} {_f(t['measured'], digits):>6}   target {t['target']}:"
+            f" {_verdict(t['met'])}{detail}"
         )
     return "\n".join(lines)
 

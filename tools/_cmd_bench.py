@@ -78,6 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=100,
         help="runs in flight when the recovery phase SIGKILLs the worker (0: skip)",
     )
+    parser.add_argument(
+        "--sandbox-repetitions",
+        type=int,
+        default=2000,
+        help="activations timed by the in-process sandbox microbenchmark (0: skip)",
+    )
     peers = parser.add_argument_group("peers (../shared/bench/peers, same workload, after Amber)")
     peers.add_argument("--peers", action="store_true", help="also run the peers' harness")
     for engine, headline in (("temporal", HEADLINE_TEMPORAL), ("dbos", HEADLINE_DBOS)):
@@ -145,6 +151,7 @@ def main(args: argparse.Namespace) -> int:
         commit_probe_s=args.commit_probe,
         idle_runs=args.idle_runs,
         recovery_runs=args.recovery_runs,
+        sandbox_repetitions=args.sandbox_repetitions,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
     began = time.monotonic()

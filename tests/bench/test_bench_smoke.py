@@ -42,6 +42,9 @@ def test_a_small_bench_runs_end_to_end(server_url: str, tmp_path: Path) -> None:
         output=output,
         timeout_s=40.0,
         stats_settle_s=1.5,
+        idle_runs=0,  # the idle, recovery and sandbox phases: tests/tools/test_bench_smoke.py
+        recovery_runs=0,
+        sandbox_repetitions=0,
     )
 
     returned = run_bench(options)

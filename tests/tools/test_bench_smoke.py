@@ -39,6 +39,11 @@ TARGETS = (
     "idle_p99_vs_dbos_best_p50",
     "db_commits_per_workflow",
     "fraction_of_raw_commit_rate",
+    "sandbox_activation_us",
+    "replay_20_steps_ms",
+    "idle_worker_rss_ratio",
+    "idle_db_bytes_per_run",
+    "recovery_drain_s",
 )
 
 # Speaks run_all.sh's interface: knobs from the environment, summarize.py's results.json out.
@@ -71,6 +76,7 @@ def bench(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         *("--n", str(N), "--k", str(K), "--w", str(W), "--latency-runs", str(LATENCY_RUNS)),
         *("--stats-settle", "1.5", "--commit-probe", "0.5", "--output", str(output)),
         *("--idle-runs", str(IDLE_RUNS), "--recovery-runs", str(RECOVERY_RUNS)),
+        *("--sandbox-repetitions", "20"),
     ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -101,6 +107,10 @@ def test_the_command_completes_and_writes_every_key(bench: dict[str, Any]) -> No
     for name, target in result["targets"].items():
         assert set(target) >= {"target", "measured", "met"}, name
     assert result["targets"]["db_commits_per_workflow"]["measured"] > 0
+    for measured in ("sandbox_activation_us", "replay_20_steps_ms", "idle_db_bytes_per_run"):
+        assert result["targets"][measured]["measured"] > 0, measured
+    assert result["targets"]["recovery_drain_s"]["met"] is True
+    assert result["sandbox"]["activation_us"]["n"] == 20
     assert result["timing_s"]["amber"] > 0 and result["timing_s"]["peers"] is None
 
     assert "idle p50 ms" in bench["stdout"] and "server+1w" in bench["stdout"]
