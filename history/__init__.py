@@ -50,7 +50,7 @@ from ._audit import (
     record_audit_txn,
     verify_audit_txn,
 )
-from ._claims import claim_task_with_run_txn
+from ._claims import claim_task_with_run_txn, lock_leased_task_with_run_txn
 from ._database import Cursor, Database, is_transient, savepoint
 from ._deliveries import (
     Discarded,
@@ -269,6 +269,7 @@ __all__ = [
     "list_runs_txn",
     "load_migrations",
     "lock_leased_task_txn",
+    "lock_leased_task_with_run_txn",
     "mark_cancel_requested_txn",
     "mark_delivered_txn",
     "mark_history_warned_txn",

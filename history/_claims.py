@@ -1,5 +1,5 @@
-"""Claiming a task together with its run, in one statement (the claim is on every task's path:
-one round trip saved per task)."""
+"""A task together with its run, in one statement: claiming it, and locking it for its outcome
+(both are on every task's path: one round trip saved each time)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from ._database import Cursor
 from ._runs import _COLUMNS as _RUN_COLUMNS
 from ._runs import Run, _run
-from ._tasks import CLAIM_UPDATE, TASK_COLUMNS, Task, _task, claim_params
+from ._tasks import CLAIM_UPDATE, TASK_COLUMNS, Task, _task, claim_params, lock_leased_task_txn
 
 _TASK_N = len(TASK_COLUMNS.split(","))
 _SELECT = ", ".join(
@@ -33,3 +33,19 @@ def claim_task_with_run_txn(
     task = _task(row[:_TASK_N])
     run_row = row[_TASK_N:]
     return task, (None if run_row[0] is None else _run(run_row))
+
+
+def lock_leased_task_with_run_txn(
+    cur: Cursor, task_id: int, fencing: int
+) -> tuple[Task, Run | None]:
+    """`lock_leased_task_txn`, and the task's run locked too (FOR UPDATE; None if the run no
+    longer exists). Raises `LeaseLost` unless the caller holds the lease."""
+    cur.execute(
+        f"SELECT {_SELECT} FROM amber_tasks c JOIN amber_runs r ON r.run_id = c.run_id"
+        " WHERE c.task_id = %s AND c.fencing = %s AND c.state = 'leased' FOR UPDATE",
+        (task_id, fencing),
+    )
+    row = cur.fetchone()
+    if row is None:  # the lease is lost, or the run is gone: tell which
+        return lock_leased_task_txn(cur, task_id, fencing), None
+    return _task(row[:_TASK_N]), _run(row[_TASK_N:])

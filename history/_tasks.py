@@ -171,9 +171,15 @@ def _task(row: tuple[Any, ...]) -> Task:
 _MS = "* interval '1 millisecond'"
 
 
-def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> int | None:
+def enqueue_task_txn(
+    cur: Cursor, task: NewTask, now: datetime, *, notify: bool = False
+) -> int | None:
     """Insert a pending task and return its id. For a workflow task that is already pending,
-    does nothing and returns None."""
+    does nothing and returns None.
+
+    With `notify`, the same statement also wakes the queue's listeners on commit (as
+    `notify_txn(cur, TASKS_CHANNEL, task.queue)`, one round trip fewer), pending task or not.
+    """
     conflict = (
         " ON CONFLICT (run_id) WHERE kind = 'workflow' AND state = 'pending' DO NOTHING"
         if task.kind is TaskKind.WORKFLOW
@@ -192,12 +198,17 @@ def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> int | None:
         if held
         else "'main'"
     )
-    cur.execute(
+    insert = (
         "INSERT INTO amber_tasks (run_id, kind, queue, cmd, name, digest, args, state, visible_at,"
         " max_attempts, scheduled_at, options, start_to_close_ms, schedule_to_start_ms,"
         " heartbeat_ms, start_by, close_by, timeout_at, pool)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, 'pending', %s, %s, %s, %s, %s, %s, %s, %s, %s,"
-        f" LEAST(%s::timestamptz, %s::timestamptz), {pool})" + conflict + " RETURNING task_id",
+        f" LEAST(%s::timestamptz, %s::timestamptz), {pool})" + conflict + " RETURNING task_id"
+    )
+    if notify:  # a data-modifying CTE runs whether or not its row is used
+        insert = f"WITH i AS ({insert}) SELECT (SELECT task_id FROM i), pg_notify(%s, %s)"
+    cur.execute(
+        insert,
         (
             task.run_id,
             task.kind.value,
@@ -218,10 +229,11 @@ def enqueue_task_txn(cur: Cursor, task: NewTask, now: datetime) -> int | None:
             start_by,
             task.close_by,
             *((task.run_id,) if held else ()),
+            *((TASKS_CHANNEL, task.queue) if notify else ()),
         ),
     )
     row = cur.fetchone()
-    return None if row is None else int(row[0])
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def claim_task_txn(

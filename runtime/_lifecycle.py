@@ -273,8 +273,8 @@ class Lifecycle:
                 max_attempts=0,
             ),
             now,
+            notify=True,
         )
-        notify_txn(cur, TASKS_CHANNEL, run.queue)
         return [(TASKS_CHANNEL, run.queue)]
 
     # -- feeding ------------------------------------------------------------------------------
@@ -439,8 +439,8 @@ class Lifecycle:
                 else now + timedelta(milliseconds=options.schedule_to_close_ms),
             ),
             now,
+            notify=True,
         )
-        notify_txn(cur, TASKS_CHANNEL, run.queue)
         return [(TASKS_CHANNEL, run.queue)]
 
     # -- limits -------------------------------------------------------------------------------

@@ -43,7 +43,6 @@ from history import (
     TaskKind,
     TaskState,
     VersionConflict,
-    advance_commands_txn,
     append_events_txn,
     claim_task_with_run_txn,
     defer_task_txn,
@@ -53,6 +52,7 @@ from history import (
     get_run_txn,
     leases_held_by_txn,
     lock_leased_task_txn,
+    lock_leased_task_with_run_txn,
     next_visible_txn,
     note_claim_txn,
     notify_txn,
@@ -346,8 +346,7 @@ class TaskService:
         counted: list[Counted],
     ) -> list[Wake]:
         now = self._clock.now()
-        task = lock_leased_task_txn(cur, task_id, fencing)
-        run = get_run_txn(cur, task.run_id, for_update=True)
+        task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
         if run is None or run.status.closed:
             delete_task_txn(cur, task_id)
             return []
@@ -366,13 +365,15 @@ class TaskService:
         closing, extra, next_run = self._closing(run, done)
         if closing is not None:
             events.append(closing_event(closing, digest, **extra))
+        commands = (done.commands[0].cmd, len(done.commands)) if done.commands else None
         size = append_events_txn(
-            cur, run.run_id, events, expected_last_seq=done.expected_last_seq, now=now
+            cur,
+            run.run_id,
+            events,
+            expected_last_seq=done.expected_last_seq,
+            now=now,
+            commands=commands,
         )
-        if done.commands and not advance_commands_txn(
-            cur, run.run_id, done.commands[0].cmd, len(done.commands)
-        ):
-            raise VersionConflict(run.run_id, done.expected_last_seq, None)
         wakes = list(effects.wakes)
         if closing is not None:
             wakes += self._life.close_txn(cur, run, closing, None)
@@ -453,8 +454,7 @@ class TaskService:
             )
 
         def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
-            task = lock_leased_task_txn(cur, task_id, fencing)
-            run = get_run_txn(cur, task.run_id, for_update=True)
+            task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
             if run is None or run.status.closed:
                 delete_task_txn(cur, task_id)
                 return []
@@ -493,8 +493,7 @@ class TaskService:
         """
 
         def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
-            task = lock_leased_task_txn(cur, task_id, fencing)
-            run = get_run_txn(cur, task.run_id, for_update=True)
+            task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
             if task.kind not in _READS:
                 counted.append((task.digest, task.kind.value, failure.reason))
             if task.kind in _READS:
