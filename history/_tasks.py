@@ -258,7 +258,12 @@ CLAIM_UPDATE = (
     f" attempt_deadline = %(now)s + start_to_close_ms {_MS},"
     f" heartbeat_by = %(now)s + heartbeat_ms {_MS},"
     f" timeout_at = LEAST(close_by, %(now)s + start_to_close_ms {_MS},"
-    f"   %(now)s + heartbeat_ms {_MS})"
+    f"   %(now)s + heartbeat_ms {_MS}),"
+    # A replaying task reads the history up to the run's head as of its claim (and never an
+    # upgrade offer of an earlier claim): `note_claim_txn` only when it gets an offer.
+    " claimed_seq = CASE WHEN kind = 'activity' THEN claimed_seq"
+    "   ELSE (SELECT r.last_seq FROM amber_runs r WHERE r.run_id = amber_tasks.run_id) END,"
+    " upgrade_offer = CASE WHEN kind = 'activity' THEN upgrade_offer END"
     " WHERE task_id = (SELECT task_id FROM amber_tasks"
     "   WHERE queue = %(queue)s AND pool = %(pool)s AND state = 'pending'"
     "   AND visible_at <= %(now)s ORDER BY visible_at LIMIT 1 FOR UPDATE SKIP LOCKED)"

@@ -195,15 +195,18 @@ class TaskService:
                 continue
             if task.kind is TaskKind.ACTIVITY:
                 return ClaimedTask(task=task, run=run)
-            events = tuple(read_events_txn(cur, task.run_id))
+            # Positions are 1..n without gaps: the claim's head as a limit reads a consistent
+            # prefix even if an append commits meanwhile (its report then conflicts).
+            events = tuple(read_events_txn(cur, task.run_id, limit=task.claimed_seq))
             upgrade = ""
             if task.kind is TaskKind.WORKFLOW:
                 target = self._upgrade_target(cur, run.workflow_type)
                 if target and target not in (run.digest, run.upgrade_blocked):
                     upgrade = target
-            seq = events[-1].seq if events else 0
-            note_claim_txn(cur, task.task_id, claimed_seq=seq, upgrade_offer=upgrade or None)
-            task = replace(task, claimed_seq=seq, upgrade_offer=upgrade or None)
+            if upgrade:
+                seq = task.claimed_seq or 0
+                note_claim_txn(cur, task.task_id, claimed_seq=seq, upgrade_offer=upgrade)
+                task = replace(task, upgrade_offer=upgrade)
             return ClaimedTask(task=task, run=run, events=events, upgrade_to=upgrade)
 
     def forget_upgrade_target(self, workflow_type: str) -> None:
