@@ -5,6 +5,11 @@ task bumps its queue's generation (directly when it happened in this process, th
 when another server did it). Each queue and each watched run has its own condition, so a poke
 wakes only the waiters it concerns. Waiters still re-check on a timeout, so a lost notification
 (a dropped LISTEN connection) costs latency, never correctness.
+
+A task poke wakes one poller, not all of them: waking every idle poller for each new task made
+each of them run a claim that found nothing (a worker's eight slots turned one step into a
+dozen empty transactions). A poller that does get a task passes the wake on (`pass_on`), so a
+commit that enqueued several tasks still reaches as many pollers as it needs, one after another.
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ class _Signal:
         self.generation = 0
         self.watchers = 0
 
-    def bump(self) -> None:
+    def bump(self, *, one: bool = False) -> None:
         self.generation += 1
-        self.cond.notify_all()
+        if one:
+            self.cond.notify()
+        else:
+            self.cond.notify_all()
 
 
 class RunWatch:
@@ -86,8 +94,13 @@ class Notifier:
             signal.cond.wait_for(lambda: signal.generation != seen, timeout)
 
     def poke_tasks(self, queue: str) -> None:
+        """A task of `queue` may be claimable: wake one of its pollers."""
         with self._lock:
-            self._queue(queue).bump()
+            self._queue(queue).bump(one=True)
+
+    def pass_on(self, queue: str) -> None:
+        """A poller just claimed a task: wake the next one, in case more are claimable."""
+        self.poke_tasks(queue)
 
     @contextmanager
     def _watch(self, key: str) -> Iterator[RunWatch]:

@@ -330,6 +330,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             seen = self._notifier.task_generation(queue)
             claimed = self._tasks.claim(queue=queue, worker=request.worker_id, pool=pool)
             if claimed is not None:
+                self._notifier.pass_on(queue)
                 return pb.PollTaskResponse(task=m.claimed_to_pb(claimed))
             remaining = deadline - time.monotonic()
             if remaining <= 0:

@@ -241,6 +241,9 @@ class TaskService:
             return wakes, None if claim is None else self._claim_txn(cur, claim)
 
         wakes, claimed = self._db.run(txn)
+        if claimed is not None and claim is not None:  # that task needs no poller
+            with contextlib.suppress(ValueError):
+                wakes.remove((TASKS_CHANNEL, claim.queue))
         self._poke(wakes)
         for digest, kind, reason in counted:
             self._health.record(digest, kind, reason, fuel)
