@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -71,15 +72,32 @@ class Database:
         self.dsn = dsn
         self._attempts = attempts
         self._connect_timeout_s = connect_timeout_s
+        self._backends: dict[int, weakref.ref[psycopg.Connection[Any]]] = {}
         self._pool = ConnectionPool(
             dsn,
             min_size=min_size,
             max_size=max_size,
             timeout=connect_timeout_s,
             kwargs={"autocommit": False},
+            configure=self._remember,
             open=False,
             name="amber",
         )
+
+    def _remember(self, conn: psycopg.Connection[Any]) -> None:
+        if len(self._backends) > 4 * (self._pool.max_size + 1):  # reconnects leave dead ones
+            for pid, ref in list(self._backends.items()):
+                if ref() is None:
+                    self._backends.pop(pid, None)
+        self._backends[conn.info.backend_pid] = weakref.ref(conn)
+
+    def is_own_backend(self, pid: int) -> bool:
+        """Whether a PostgreSQL backend pid (a NOTIFY's sender, say) serves one of this pool's
+        live connections: this process did what it announces, and knows it already. (Two
+        servers in one process must not share a `Database`, or each ignores the other's.)"""
+        ref = self._backends.get(pid)
+        conn = None if ref is None else ref()
+        return conn is not None and not conn.closed
 
     def open(self, *, wait: bool = True) -> Database:
         """Open the pool; with `wait`, fail fast with `StoreUnavailable` if unreachable."""

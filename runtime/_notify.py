@@ -166,7 +166,10 @@ class Notifier:
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=0.5):
                             if note.channel == TASKS_CHANNEL:
-                                self.poke_tasks(note.payload)
+                                # Our own commits poke in-process already; their echo would
+                                # wake a second poller for the same task.
+                                if not self._db.is_own_backend(note.pid):
+                                    self.poke_tasks(note.payload)
                             elif note.channel == QUERIES_CHANNEL:
                                 self.poke_query(note.payload)
                             else:

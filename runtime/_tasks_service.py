@@ -316,7 +316,7 @@ class TaskService:
                 fuel,
             )
         except VersionConflict:
-            self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing))
+            self._poke(self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing)))
             raise
 
     def _check_commands(self, commands: Sequence[NewCommand], result: bytes | None) -> None:
@@ -426,16 +426,17 @@ class TaskService:
         )
         return closing, {}, None
 
-    def _drop_stale_txn(self, cur: Cursor, task_id: int, fencing: int) -> None:
+    def _drop_stale_txn(self, cur: Cursor, task_id: int, fencing: int) -> list[Wake]:
         try:
             task = lock_leased_task_txn(cur, task_id, fencing)
         except LeaseLost:
-            return
+            return []
         delete_task_txn(cur, task.task_id)
         # Whoever moved the history on left a pending task; make sure of it regardless.
         run = get_run_txn(cur, task.run_id)
         if run is not None and not run.status.closed:
-            self._life.enqueue_workflow_txn(cur, run)
+            return self._life.enqueue_workflow_txn(cur, run)
+        return []
 
     # -- activity outcomes ---------------------------------------------------------------------
 
