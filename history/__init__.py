@@ -50,7 +50,11 @@ from ._audit import (
     record_audit_txn,
     verify_audit_txn,
 )
-from ._claims import claim_task_with_run_txn, lock_leased_task_with_run_txn
+from ._claims import (
+    claim_task_with_run_txn,
+    lock_leased_task_with_run_txn,
+    take_leased_task_with_run_txn,
+)
 from ._database import Cursor, Database, is_transient, savepoint
 from ._deliveries import (
     Discarded,
@@ -309,6 +313,7 @@ __all__ = [
     "store_footprint_txn",
     "surgical_failures_txn",
     "suspend_run_txn",
+    "take_leased_task_with_run_txn",
     "take_query_answer_txn",
     "take_query_answers_txn",
     "timed_out_tasks_txn",

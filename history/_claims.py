@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ._database import Cursor
+from ._errors import LeaseLost
 from ._runs import _COLUMNS as _RUN_COLUMNS
 from ._runs import Run, _run
 from ._tasks import CLAIM_UPDATE, TASK_COLUMNS, Task, _task, claim_params, lock_leased_task_txn
@@ -49,3 +50,24 @@ def lock_leased_task_with_run_txn(
     if row is None:  # the lease is lost, or the run is gone: tell which
         return lock_leased_task_txn(cur, task_id, fencing), None
     return _task(row[:_TASK_N]), _run(row[_TASK_N:])
+
+
+def take_leased_task_with_run_txn(
+    cur: Cursor, task_id: int, fencing: int
+) -> tuple[Task, Run | None]:
+    """Delete a task the caller holds (its outcome is final), returning it with its run locked
+    (FOR UPDATE; None if the run no longer exists). Raises `LeaseLost` unless the caller holds
+    the lease, and then deletes nothing."""
+    cur.execute(
+        "WITH c AS (DELETE FROM amber_tasks"
+        "   WHERE task_id = %s AND fencing = %s AND state = 'leased' RETURNING *)"
+        f" SELECT {_SELECT} FROM c LEFT JOIN LATERAL"
+        " (SELECT * FROM amber_runs x WHERE x.run_id = c.run_id FOR UPDATE) r ON true",
+        (task_id, fencing),
+    )
+    row = cur.fetchone()
+    if row is None:
+        raise LeaseLost(task_id, fencing)
+    task = _task(row[:_TASK_N])
+    run_row = row[_TASK_N:]
+    return task, (None if run_row[0] is None else _run(run_row))

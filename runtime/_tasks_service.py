@@ -60,6 +60,7 @@ from history import (
     read_events_txn,
     record_discarded_txn,
     release_task_txn,
+    take_leased_task_with_run_txn,
     timed_out_tasks_txn,
 )
 from versions import OK, UnknownWorkflowType, rollout_of_txn
@@ -460,19 +461,23 @@ class TaskService:
                 f" the limit is {self._settings.max_payload_bytes}"
             )
 
+        ok = outcome.status is ActivityStatus.COMPLETED
+
         def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
-            task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
+            if ok:  # the task ends here whatever the run's state: delete it as it is locked
+                task, run = take_leased_task_with_run_txn(cur, task_id, fencing)
+            else:
+                task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
             if run is None or run.status.closed:
-                delete_task_txn(cur, task_id)
+                if not ok:
+                    delete_task_txn(cur, task_id)
                 return []
-            ok = outcome.status is ActivityStatus.COMPLETED
             counted.append((task.digest, task.kind.value, OK if ok else "application_error"))
-            if outcome.status is ActivityStatus.COMPLETED:
+            if ok:
                 payload = {"cmd": task.cmd, "result": outcome.result, "attempt": task.attempt}
                 event = NewEvent(
                     type=EventType.ACTIVITY_COMPLETED, payload=payload, digest=task.digest
                 )
-                delete_task_txn(cur, task.task_id)
                 return self._life.deliver_txn(cur, run, event)
             assert outcome.error is not None
             failure = FailureReport(
