@@ -38,6 +38,7 @@ from ._client import DEFAULT_TARGET, AmberClient, decode, encode
 from ._clock import Clock, ManualClock, SystemClock, from_ms, to_ms
 from ._engine import ENGINE_FLAGS, SandboxEngine
 from ._errors import CorruptHistory, NotAuthorised, PayloadTooLarge
+from ._fastcall import exports as instance_exports
 from ._faults import (
     AbiViolation,
     DeadlineExceeded,
@@ -209,6 +210,7 @@ __all__ = [
     "from_ms",
     "http_policy",
     "idempotency_key",
+    "instance_exports",
     "make_approval_app",
     "migrate_all",
     "project",

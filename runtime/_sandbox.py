@@ -18,8 +18,17 @@ from typing import Protocol
 
 import wasmtime
 
-from abi import ALLOC_EXPORT, MAX_ENVELOPE_BYTES, MEMORY_EXPORT, AmberError, RetryableError
+from abi import (
+    ALLOC_EXPORT,
+    ALLOC_SIGNATURE,
+    ENTRY_SIGNATURE,
+    MAX_ENVELOPE_BYTES,
+    MEMORY_EXPORT,
+    AmberError,
+    RetryableError,
+)
 
+from . import _fastcall
 from ._clock import Clock
 from ._engine import EPOCH_TICK_S, LoadedModule, SandboxEngine
 from ._faults import (
@@ -229,7 +238,7 @@ class Sandbox:
         usage: _Usage,
     ) -> tuple[bytes, bool]:
         instance = pre.instantiate(store)
-        exports = instance.exports(store)
+        exports = _fastcall.exports(pre, store, instance)
         memory = exports[MEMORY_EXPORT]
         alloc = exports[ALLOC_EXPORT]
         entry = exports.get(request.export)
@@ -239,12 +248,12 @@ class Sandbox:
         assert isinstance(alloc, wasmtime.Func) and isinstance(entry, wasmtime.Func)
         usage.memory = state.memory = memory
         size = len(request.input)
-        ptr = alloc(store, size) & 0xFFFF_FFFF
+        ptr = exports.call(ALLOC_EXPORT, ALLOC_SIGNATURE, size) & 0xFFFF_FFFF
         if ptr == 0 or ptr + size > memory.data_len(store):
             raise MemoryLimitExceeded(f"amber_alloc could not provide {size} bytes for the input")
         if size:
             memory.write(store, request.input, ptr)
-        packed = entry(store, ptr, size) & _U64
+        packed = exports.call(request.export, ENTRY_SIGNATURE, ptr, size) & _U64
         out_ptr, out_len = packed >> 32, packed & 0xFFFF_FFFF
         if out_len > request.limits.max_output_bytes:
             raise MalformedOutput(

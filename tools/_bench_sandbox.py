@@ -41,6 +41,8 @@ import wasmtime
 
 from abi import (
     ALLOC_EXPORT,
+    ALLOC_SIGNATURE,
+    ENTRY_SIGNATURE,
     MEMORY_EXPORT,
     ActivityInput,
     ActivityOutcome,
@@ -68,6 +70,7 @@ from runtime import (
     activate_workflow,
     decode,
     idempotency_key,
+    instance_exports,
     run_activity,
     to_ms,
 )
@@ -326,19 +329,20 @@ def _equivalent_activation(
     marks.append(clock())
     instance = pre.instantiate(store)
     marks.append(clock())
-    exports = instance.exports(store)
+    exports = instance_exports(pre, store, instance)
     memory, alloc = exports[MEMORY_EXPORT], exports[ALLOC_EXPORT]
-    entry = exports.get("amber_activity." + _ACTIVITY)
+    entry_name = "amber_activity." + _ACTIVITY
+    entry = exports.get(entry_name)
     assert isinstance(memory, wasmtime.Memory)
     assert isinstance(alloc, wasmtime.Func) and isinstance(entry, wasmtime.Func)
     marks.append(clock())
     size = len(envelope)
-    ptr = alloc(store, size) & 0xFFFF_FFFF
+    ptr = exports.call(ALLOC_EXPORT, ALLOC_SIGNATURE, size) & 0xFFFF_FFFF
     if ptr == 0 or ptr + size > memory.data_len(store):
         raise WrongOutcome(f"amber_alloc could not provide {size} bytes")
     memory.write(store, envelope, ptr)
     marks.append(clock())
-    packed = entry(store, ptr, size) & _U64
+    packed = exports.call(entry_name, ENTRY_SIGNATURE, ptr, size) & _U64
     marks.append(clock())
     out_ptr, out_len = packed >> 32, packed & 0xFFFF_FFFF
     if out_len > limits.max_output_bytes or out_ptr + out_len > memory.data_len(store):
