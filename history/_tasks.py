@@ -481,12 +481,13 @@ def expired_leases_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[
     return [_task(row) for row in cur.fetchall()]
 
 
-def leases_held_by_txn(cur: Cursor, worker: str, *, limit: int = 100) -> list[Task]:
-    """Lock the tasks leased to `worker`, whatever their lease's expiry."""
+def leases_held_by_txn(cur: Cursor, worker: str, *, after: int = 0, limit: int = 100) -> list[Task]:
+    """Lock the tasks leased to `worker` whose id is above `after` (page by page), whatever
+    their lease's expiry."""
     cur.execute(
         f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE state = 'leased' AND lease_owner = %s"
-        " ORDER BY task_id LIMIT %s FOR UPDATE SKIP LOCKED",
-        (worker, limit),
+        " AND task_id > %s ORDER BY task_id LIMIT %s FOR UPDATE SKIP LOCKED",
+        (worker, after, limit),
     )
     return [_task(row) for row in cur.fetchall()]
 

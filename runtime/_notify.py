@@ -65,7 +65,8 @@ class Notifier:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._lock = threading.Lock()
-        self._queues: dict[str, _Signal] = {}
+        self._queues: dict[tuple[str, str], _Signal] = {}
+        """Task wake-ups by (queue, pool)."""
         self._runs: dict[str, _Signal] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="amber-notify", daemon=True)
@@ -77,30 +78,36 @@ class Notifier:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def _queue(self, queue: str) -> _Signal:
-        signal = self._queues.get(queue)
+    def _queue(self, queue: str, pool: str) -> _Signal:
+        signal = self._queues.get((queue, pool))
         if signal is None:
-            signal = self._queues[queue] = _Signal(self._lock)
+            signal = self._queues[(queue, pool)] = _Signal(self._lock)
         return signal
 
-    def task_generation(self, queue: str) -> int:
+    def task_generation(self, queue: str, pool: str = "main") -> int:
         with self._lock:
-            return self._queue(queue).generation
+            return self._queue(queue, pool).generation
 
-    def wait_tasks(self, queue: str, seen: int, timeout: float) -> None:
-        """Block until the queue's generation moves past `seen` or `timeout` passes."""
+    def wait_tasks(self, queue: str, seen: int, timeout: float, pool: str = "main") -> None:
+        """Block until the generation of the queue's `pool` moves past `seen` or `timeout`
+        passes."""
         with self._lock:
-            signal = self._queue(queue)
+            signal = self._queue(queue, pool)
             signal.cond.wait_for(lambda: signal.generation != seen, timeout)
 
     def poke_tasks(self, queue: str) -> None:
-        """A task of `queue` may be claimable: wake one of its pollers."""
+        """A task of `queue` may be claimable: wake one poller of each pool (a wake carries
+        no pool, and a poller of the other pool would claim nothing and keep it)."""
         with self._lock:
-            self._queue(queue).bump(one=True)
+            for (name, _pool), signal in self._queues.items():
+                if name == queue:
+                    signal.bump(one=True)
 
-    def pass_on(self, queue: str) -> None:
-        """A poller just claimed a task: wake the next one, in case more are claimable."""
-        self.poke_tasks(queue)
+    def pass_on(self, queue: str, pool: str = "main") -> None:
+        """A poller claimed a task, or gave up after a wake without claiming: wake the next
+        poller of its pool, in case a task is claimable."""
+        with self._lock:
+            self._queue(queue, pool).bump(one=True)
 
     @contextmanager
     def _watch(self, key: str) -> Iterator[RunWatch]:

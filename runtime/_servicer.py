@@ -326,17 +326,25 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         if pool not in ("main", "surgical"):
             raise InvalidInput(f"unknown pool {pool!r} (main or surgical)")
         deadline = time.monotonic() + _wait_s(request.wait_ms, MAX_POLL_WAIT_S)
-        while context.is_active():
-            seen = self._notifier.task_generation(queue)
-            claimed = self._tasks.claim(queue=queue, worker=request.worker_id, pool=pool)
-            if claimed is not None:
-                self._notifier.pass_on(queue)
-                return pb.PollTaskResponse(task=m.claimed_to_pb(claimed))
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            wait = min(remaining, self._until_visible(queue, pool))
-            self._notifier.wait_tasks(queue, seen, wait)
+        notifier = self._notifier
+        seen = notifier.task_generation(queue, pool)
+        try:
+            while context.is_active():
+                seen = notifier.task_generation(queue, pool)
+                claimed = self._tasks.claim(queue=queue, worker=request.worker_id, pool=pool)
+                if claimed is not None:
+                    notifier.pass_on(queue, pool)
+                    return pb.PollTaskResponse(task=m.claimed_to_pb(claimed))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                wait = min(remaining, self._until_visible(queue, pool))
+                notifier.wait_tasks(queue, seen, wait, pool)
+        except BaseException:
+            notifier.pass_on(queue, pool)  # a wake it may have taken must not end with it
+            raise
+        if notifier.task_generation(queue, pool) != seen:  # woken, then cancelled: pass it on
+            notifier.pass_on(queue, pool)
         return pb.PollTaskResponse()
 
     def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:

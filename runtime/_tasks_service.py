@@ -137,7 +137,6 @@ def idempotency_key(run_id: str, cmd: int) -> str:
 
 
 _UPGRADE_CACHE_S = 5.0
-_RELEASE_BATCH, _RELEASE_BATCHES = 100, 100
 _READS = frozenset({TaskKind.QUERY, TaskKind.CHECK})
 """Tasks that only read a run (a replay that appends nothing); answered, never retried."""
 
@@ -549,9 +548,11 @@ class TaskService:
 
     def sweep_expired_leases(self) -> int:
         """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
-        return self._lose_leases(
-            expired_leases_txn,
-            lambda task: f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
+        return len(
+            self._lose_leases(
+                expired_leases_txn,
+                lambda task: f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
+            )
         )
 
     def release_leases_of(self, worker: str) -> int:
@@ -560,23 +561,27 @@ class TaskService:
         that the process which held them is gone. Returns how many were released."""
         if not worker:
             raise InvalidInput("worker_id is required")
-        released = 0
-        for _ in range(_RELEASE_BATCHES):  # a row whose release failed stays leased: bounded
+        released, after = 0, 0
+
+        def page(cur: Cursor, _now: datetime) -> list[Task]:
+            return leases_held_by_txn(cur, worker, after=after)
+
+        while True:  # by task id: a row whose release failed (deferred, still leased) is passed
             batch = self._lose_leases(
-                lambda cur, _now: leases_held_by_txn(cur, worker, limit=_RELEASE_BATCH),
-                lambda task: f"{worker} restarted: its predecessor's lease was released",
+                page, lambda task: f"{worker} restarted: its predecessor's lease was released"
             )
-            released += batch
-            if batch < _RELEASE_BATCH:
-                break
-        return released
+            released += len(batch)
+            if not batch:
+                return released
+            after = max(task.task_id for task in batch)
 
     def _lose_leases(
         self,
         select: Callable[[Cursor, datetime], list[Task]],
         message: Callable[[Task], str],
-    ) -> int:
-        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker."""
+    ) -> list[Task]:
+        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker
+        (a row whose failure could not be recorded is deferred); returns those tasks."""
 
         def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
             now = self._clock.now()
@@ -602,7 +607,7 @@ class TaskService:
         self._poke(wakes)
         for task in tasks:
             self._count(task, FailureReason.WORKER_LOST)
-        return len(tasks)
+        return tasks
 
     def _count(self, task: Task, reason: str) -> None:
         if task.kind not in _READS:

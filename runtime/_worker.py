@@ -135,11 +135,14 @@ class Worker:
         while not self._stop.is_set():
             try:
                 released = self._client.release_leases(self.settings.worker_id)
-            except AmberError as exc:
+            except RetryableError as exc:  # the server is not up yet, or the database is down
                 _log.warning("releasing old leases failed (%s); retrying in %.1f s", exc, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
+            except AmberError as exc:  # e.g. an older server without the call: they expire
+                _log.warning("old leases not released (%s); they expire instead", exc)
+                return
             if released:
                 _log.info(
                     "released %d leases a previous %s held", released, self.settings.worker_id

@@ -164,6 +164,9 @@ def _targets(
     recovery = result.get("recovery") or {}
     rss_ratios = [r for r in idle.get("worker_rss_ratio", []) if r is not None]
     idle_note = f"{idle['parked']} runs parked" if idle else elsewhere
+    full = bool(idle) and idle["parked"] >= 10_000
+    if idle and not full:
+        idle_note += "; the target is for 10,000: no verdict"
     return [
         _Target(name="throughput_vs_dbos", text="≥ 10× the best DBOS workflows/s",
                 measured=ratios["throughput_vs_dbos"]["ratio"], at_least=10.0),
@@ -191,9 +194,10 @@ def _targets(
         _Target(name="idle_worker_rss_ratio",
                 text="10,000 waiting runs leave the worker's RSS unchanged (±10 %)",
                 measured=max(rss_ratios, key=lambda r: abs(r - 1), default=None),
-                at_least=0.9, at_most=1.1, note=idle_note),
+                at_least=0.9 if full else None, at_most=1.1 if full else None, note=idle_note),
         _Target(name="idle_db_bytes_per_run", text="≤ 4 KiB of database per waiting run",
-                measured=idle.get("db_bytes_per_run"), at_most=4096.0, note=idle_note),
+                measured=idle.get("db_bytes_per_run"), at_most=4096.0 if full else None,
+                note=idle_note),
         _Target(name="recovery_drain_s",
                 text="SIGKILL the worker with 100 runs in flight: all complete, duplicates only"
                 " within the at-least-once bound; report the time to drain",

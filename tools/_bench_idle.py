@@ -56,7 +56,8 @@ def measure_idle_cost(
     """Park `options.runs` runs and measure what they cost; the `park` module must already be
     uploaded and current. Returns the phase's JSON (its `errors` lists what went wrong)."""
     errors: list[str] = []
-    _wait_drained(store, options.timeout_s, errors)
+    _wake(client, [_start_one(client, f"{options.tag}-warm", options.days)], errors)
+    _wait_drained(store, options.timeout_s, errors)  # the module loaded, earlier phases done
     before = store.run(store_footprint_txn)
     workers_before = [_rss_mb(pid) for pid in worker_pids]
     server_before = _rss_mb(server_pid)
@@ -99,6 +100,10 @@ def measure_idle_cost(
         "note": "db bytes: growth of every amber_* table (heap, indexes, TOAST; dead rows of the"
         " finished tasks included until vacuum reuses them) divided by the parked runs",
     }
+
+
+def _start_one(client: AmberClient, workflow_id: str, days: int) -> str:
+    return client.start_run("park", {"days": days}, workflow_id=workflow_id).run.run_id
 
 
 def _start_all(

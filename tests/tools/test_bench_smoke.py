@@ -107,8 +107,11 @@ def test_the_command_completes_and_writes_every_key(bench: dict[str, Any]) -> No
     for name, target in result["targets"].items():
         assert set(target) >= {"target", "measured", "met"}, name
     assert result["targets"]["db_commits_per_workflow"]["measured"] > 0
-    for measured in ("sandbox_activation_us", "replay_20_steps_ms", "idle_db_bytes_per_run"):
+    for measured in ("sandbox_activation_us", "replay_20_steps_ms"):
         assert result["targets"][measured]["measured"] > 0, measured
+    # 20 parked runs may fit in pages the tables already had: growth can be 0 at this size.
+    assert result["targets"]["idle_db_bytes_per_run"]["measured"] >= 0
+    assert result["targets"]["idle_db_bytes_per_run"]["met"] is None  # not 10,000 runs
     assert result["targets"]["recovery_drain_s"]["met"] is True
     assert result["sandbox"]["activation_us"]["n"] == 20
     assert result["timing_s"]["amber"] > 0 and result["timing_s"]["peers"] is None
@@ -123,7 +126,7 @@ def test_parked_runs_are_measured_and_woken(bench: dict[str, Any]) -> None:
     assert idle["started"] == idle["parked"] == IDLE_RUNS
     assert idle["woken_by_signal"] == IDLE_RUNS  # all of them (20 are woken)
     assert idle["timers_per_run"] == 1.0 and idle["events_per_run"] > 0
-    assert idle["db_bytes_per_run"] > 0
+    assert idle["db_bytes_per_run"] >= 0
     assert all(r > 0 for r in idle["worker_rss_ratio"])
 
 
@@ -135,9 +138,9 @@ def test_a_killed_worker_s_runs_all_complete_within_the_at_least_once_bound(
     assert recovery["errors"] == [] and recovery["all_completed"]
     assert (recovery["runs"], recovery["k"]) == (RECOVERY_RUNS, K)
     assert recovery["steps_missing"] == recovery["completions_recorded_twice"] == 0
-    assert recovery["within_bound"]
-    assert recovery["activities_rerun"] <= recovery["tasks_leased_at_kill"]
-    assert bench["json"]["log_problems"] == {}
+    assert recovery["within_bound"], recovery
+    assert recovery["activities_rerun"] <= recovery["at_least_once_bound"], recovery
+    assert bench["json"]["log_problems"] == {}, bench["json"]["log_problems"]
 
 
 @pytest.mark.slow
