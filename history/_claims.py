@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from ._database import Cursor
-from ._errors import LeaseLost
 from ._runs import _COLUMNS as _RUN_COLUMNS
 from ._runs import Run, _run
 from ._tasks import CLAIM_UPDATE, TASK_COLUMNS, Task, _task, claim_params, lock_leased_task_txn
@@ -41,8 +40,10 @@ def lock_leased_task_with_run_txn(
 ) -> tuple[Task, Run | None]:
     """`lock_leased_task_txn`, and the task's run locked too (FOR UPDATE; None if the run no
     longer exists). Raises `LeaseLost` unless the caller holds the lease."""
+    # The run is named first: its row is locked before the task's, the order closing a run
+    # takes (run, then its tasks), so the two cannot deadlock.
     cur.execute(
-        f"SELECT {_SELECT} FROM amber_tasks c JOIN amber_runs r ON r.run_id = c.run_id"
+        f"SELECT {_SELECT} FROM amber_runs r JOIN amber_tasks c ON c.run_id = r.run_id"
         " WHERE c.task_id = %s AND c.fencing = %s AND c.state = 'leased' FOR UPDATE",
         (task_id, fencing),
     )
@@ -58,16 +59,20 @@ def take_leased_task_with_run_txn(
     """Delete a task the caller holds (its outcome is final), returning it with its run locked
     (FOR UPDATE; None if the run no longer exists). Raises `LeaseLost` unless the caller holds
     the lease, and then deletes nothing."""
+    # The run row is locked (the materialised CTE the DELETE joins) before the task's, the
+    # order closing a run takes (run, then its tasks), so the two cannot deadlock.
     cur.execute(
-        "WITH c AS (DELETE FROM amber_tasks"
-        "   WHERE task_id = %s AND fencing = %s AND state = 'leased' RETURNING *)"
-        f" SELECT {_SELECT} FROM c LEFT JOIN LATERAL"
-        " (SELECT * FROM amber_runs x WHERE x.run_id = c.run_id FOR UPDATE) r ON true",
-        (task_id, fencing),
+        "WITH r AS MATERIALIZED (SELECT * FROM amber_runs WHERE run_id ="
+        "   (SELECT run_id FROM amber_tasks WHERE task_id = %(task)s) FOR UPDATE),"
+        " c AS (DELETE FROM amber_tasks t USING r WHERE t.task_id = %(task)s"
+        "   AND t.fencing = %(fencing)s AND t.state = 'leased' AND t.run_id = r.run_id"
+        "   RETURNING t.*)"
+        f" SELECT {_SELECT} FROM c, r",
+        {"task": task_id, "fencing": fencing},
     )
     row = cur.fetchone()
-    if row is None:
-        raise LeaseLost(task_id, fencing)
-    task = _task(row[:_TASK_N])
-    run_row = row[_TASK_N:]
-    return task, (None if run_row[0] is None else _run(run_row))
+    if row is None:  # the lease is lost (raises), or the run is gone: the task goes alone
+        task = lock_leased_task_txn(cur, task_id, fencing)
+        cur.execute("DELETE FROM amber_tasks WHERE task_id = %s", (task_id,))
+        return task, None
+    return _task(row[:_TASK_N]), _run(row[_TASK_N:])

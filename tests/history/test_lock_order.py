@@ -1,0 +1,84 @@
+"""A task's outcome locks its run before the task itself: the order closing a run takes (the run,
+then all its tasks), so a report of one task racing the close of its run cannot deadlock.
+
+Raw connections, not `Database.run`: it would retry a deadlock and hide it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+from history import (
+    Cursor,
+    Database,
+    LeaseLost,
+    NewRun,
+    NewTask,
+    Run,
+    Task,
+    TaskKind,
+    claim_task_txn,
+    delete_run_tasks_txn,
+    enqueue_task_txn,
+    insert_run_txn,
+    lock_leased_task_with_run_txn,
+    take_leased_task_with_run_txn,
+)
+
+NOW = datetime(2025, 1, 1, tzinfo=UTC)
+Report = Callable[[Cursor, int, int], tuple[Task, Run | None]]
+
+
+def _leased(db: Database, run_id: str, kind: TaskKind, cmd: int | None) -> Task:
+    task = NewTask(
+        run_id=run_id, kind=kind, queue=run_id, name="n", digest="d" * 64, visible_at=NOW,
+        max_attempts=3, cmd=cmd, args=None if cmd is None else b"\x80",
+    )  # fmt: skip
+    db.run(lambda cur: enqueue_task_txn(cur, task, NOW))
+    lease = timedelta(seconds=30)
+    claimed = db.run(
+        lambda cur: claim_task_txn(cur, queue=run_id, worker="w", now=NOW, lease=lease)
+    )
+    assert claimed is not None
+    return claimed
+
+
+@pytest.mark.parametrize("report", [lock_leased_task_with_run_txn, take_leased_task_with_run_txn])
+def test_a_report_racing_the_close_of_its_run_gets_lease_lost_not_a_deadlock(
+    db: Database, database_url: str, report: Report
+) -> None:
+    run_id = str(uuid.uuid4())
+    run = NewRun(
+        run_id=run_id, tenant="t", workflow_id=run_id, workflow_type="w", digest="d" * 64,
+        queue=run_id, input=b"\x80", created_at=NOW,
+    )  # fmt: skip
+    db.run(lambda cur: insert_run_txn(cur, run))
+    closing = _leased(db, run_id, TaskKind.WORKFLOW, None)
+    other = _leased(db, run_id, TaskKind.ACTIVITY, 0)
+    outcome: list[object] = []
+    with psycopg.connect(database_url) as a, psycopg.connect(database_url) as b:
+        lock_leased_task_with_run_txn(a.cursor(), closing.task_id, closing.fencing)
+
+        def report_other() -> None:
+            try:
+                report(b.cursor(), other.task_id, other.fencing)
+                outcome.append("reported")
+            except (LeaseLost, psycopg.Error) as exc:
+                outcome.append(exc)
+            b.rollback()
+
+        racing = threading.Thread(target=report_other)
+        racing.start()
+        time.sleep(0.5)  # the report now waits for the run row a holds
+        delete_run_tasks_txn(a.cursor(), run_id)  # a deadlock if the report held its task
+        a.commit()
+        racing.join(timeout=30)
+    [result] = outcome
+    assert isinstance(result, LeaseLost), result
