@@ -122,6 +122,7 @@ from ._runs import (
     repoint_workflow_id_txn,
     runs_of_type_txn,
     set_next_cmd_txn,
+    try_lock_run_txn,
     version_use_txn,
 )
 from ._tasks import (
@@ -318,6 +319,7 @@ __all__ = [
     "take_query_answers_txn",
     "timed_out_tasks_txn",
     "troubled_runs_txn",
+    "try_lock_run_txn",
     "undelivered_approvals_txn",
     "use_token_txn",
     "verify_audit_txn",

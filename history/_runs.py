@@ -201,6 +201,20 @@ def get_run_txn(cur: Cursor, run_id: str, *, for_update: bool = False) -> Run | 
     return None if row is None else _run(row)
 
 
+def try_lock_run_txn(cur: Cursor, run_id: str) -> tuple[bool, Run | None]:
+    """Lock a run without waiting: `(False, run)`, `(False, None)` if it does not exist, or
+    `(True, None)` if another transaction holds its lock. For sweeps that hold a task's lock
+    already: waiting for the run there would invert the order closing a run takes."""
+    cur.execute(
+        f"SELECT {_COLUMNS} FROM amber_runs WHERE run_id = %s FOR UPDATE SKIP LOCKED", (run_id,)
+    )
+    row = cur.fetchone()
+    if row is not None:
+        return False, _run(row)
+    cur.execute("SELECT 1 FROM amber_runs WHERE run_id = %s", (run_id,))
+    return cur.fetchone() is not None, None
+
+
 def get_run_by_workflow_id_txn(
     cur: Cursor, tenant: str, workflow_id: str, *, first: bool = False
 ) -> Run | None:

@@ -62,6 +62,7 @@ from history import (
     release_task_txn,
     take_leased_task_with_run_txn,
     timed_out_tasks_txn,
+    try_lock_run_txn,
 )
 from versions import OK, UnknownWorkflowType, rollout_of_txn
 
@@ -548,12 +549,11 @@ class TaskService:
 
     def sweep_expired_leases(self) -> int:
         """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
-        return len(
-            self._lose_leases(
-                expired_leases_txn,
-                lambda task: f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
-            )
+        _selected, handled = self._lose_leases(
+            expired_leases_txn,
+            lambda task: f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
         )
+        return len(handled)
 
     def release_leases_of(self, worker: str) -> int:
         """Treat every task leased to `worker` as one failed attempt ("worker lost") now,
@@ -567,10 +567,10 @@ class TaskService:
             return leases_held_by_txn(cur, worker, after=after)
 
         while True:  # by task id: a row whose release failed (deferred, still leased) is passed
-            batch = self._lose_leases(
+            batch, handled = self._lose_leases(
                 page, lambda task: f"{worker} restarted: its predecessor's lease was released"
             )
-            released += len(batch)
+            released += len(handled)  # a task whose run was busy keeps its lease: it expires
             if not batch:
                 return released
             after = max(task.task_id for task in batch)
@@ -579,16 +579,26 @@ class TaskService:
         self,
         select: Callable[[Cursor, datetime], list[Task]],
         message: Callable[[Task], str],
-    ) -> list[Task]:
-        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker
-        (a row whose failure could not be recorded is deferred); returns those tasks."""
+    ) -> tuple[list[Task], list[Task]]:
+        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker.
+
+        A task whose run another transaction holds is left for a later sweep: waiting for the
+        run while holding the task would invert the order closing a run takes (run, then its
+        tasks) and deadlock. A row whose failure could not be recorded is deferred. Returns the
+        tasks selected and those handled."""
+
+        handled: list[Task] = []
 
         def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
+            handled.clear()  # a retried transaction starts over
             now = self._clock.now()
             tasks = select(cur, now)
 
             def step(task: Task) -> list[Wake]:
-                run = get_run_txn(cur, task.run_id, for_update=True)
+                busy, run = try_lock_run_txn(cur, task.run_id)
+                if busy:  # being changed (closed, say): a later sweep takes it
+                    return []
+                handled.append(task)
                 if task.kind in _READS or run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
                     return []
@@ -605,9 +615,9 @@ class TaskService:
 
         tasks, wakes = self._db.run(txn)
         self._poke(wakes)
-        for task in tasks:
+        for task in handled:
             self._count(task, FailureReason.WORKER_LOST)
-        return tasks
+        return tasks, handled
 
     def _count(self, task: Task, reason: str) -> None:
         if task.kind not in _READS:
@@ -617,12 +627,18 @@ class TaskService:
         """Enforce activity timeouts: schedule-to-start and schedule-to-close end the activity;
         start-to-close and heartbeat timeouts fail the attempt (which may be retried)."""
 
+        handled: list[Task] = []
+
         def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
+            handled.clear()  # a retried transaction starts over
             now = self._clock.now()
             tasks = timed_out_tasks_txn(cur, now)
 
             def step(task: Task) -> list[Wake]:
-                run = get_run_txn(cur, task.run_id, for_update=True)
+                busy, run = try_lock_run_txn(cur, task.run_id)
+                if busy:  # being changed (closed, say): the next sweep takes it
+                    return []
+                handled.append(task)
                 if run is None or run.status.closed:
                     delete_task_txn(cur, task.task_id)
                     return []
@@ -633,12 +649,12 @@ class TaskService:
 
             return tasks, each_isolated(cur, tasks, step, defer=defer, what="activity timeout")
 
-        tasks, wakes = self._db.run(txn)
+        _tasks, wakes = self._db.run(txn)
         self._poke(wakes)
-        for task in tasks:
+        for task in handled:
             if task.state is TaskState.LEASED:
                 self._count(task, "timeout")
-        return len(tasks)
+        return len(handled)
 
     def _poke(self, wakes: Sequence[Wake]) -> None:
         if self._notifier is not None:

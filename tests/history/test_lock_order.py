@@ -24,11 +24,13 @@ from history import (
     Run,
     Task,
     TaskKind,
+    TaskState,
     claim_task_txn,
     delete_run_tasks_txn,
     enqueue_task_txn,
     insert_run_txn,
     lock_leased_task_with_run_txn,
+    run_tasks_txn,
     take_leased_task_with_run_txn,
 )
 
@@ -82,3 +84,30 @@ def test_a_report_racing_the_close_of_its_run_gets_lease_lost_not_a_deadlock(
         racing.join(timeout=30)
     [result] = outcome
     assert isinstance(result, LeaseLost), result
+
+
+def test_a_lease_sweep_skips_a_task_whose_run_is_busy_instead_of_waiting_for_it(
+    db: Database, database_url: str
+) -> None:
+    from runtime import EngineSettings, ManualClock, TaskService
+
+    run_id = str(uuid.uuid4())
+    run = NewRun(
+        run_id=run_id, tenant="t", workflow_id=run_id, workflow_type="w", digest="d" * 64,
+        queue=run_id, input=b"\x80", created_at=NOW,
+    )  # fmt: skip
+    db.run(lambda cur: insert_run_txn(cur, run))
+    lost = _leased(db, run_id, TaskKind.ACTIVITY, 0)
+    clock = ManualClock(NOW)
+    clock.advance(timedelta(minutes=5))  # the lease ran out long ago
+    tasks = TaskService(db, clock, EngineSettings(), notifier=None)
+    swept: list[int] = []
+    with psycopg.connect(database_url) as closing:
+        closing.execute("SELECT 1 FROM amber_runs WHERE run_id = %s FOR UPDATE", (run_id,))
+        sweeping = threading.Thread(target=lambda: swept.append(tasks.sweep_expired_leases()))
+        sweeping.start()
+        sweeping.join(timeout=30)  # waiting for the run here would be the first half of a deadlock
+        assert not sweeping.is_alive() and swept == [0]
+    assert tasks.sweep_expired_leases() == 1  # the run is free again
+    [retry] = db.run(lambda cur: run_tasks_txn(cur, run_id))
+    assert retry.task_id == lost.task_id and retry.state is TaskState.PENDING
