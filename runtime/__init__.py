@@ -87,7 +87,14 @@ from ._runs_service import (
     StartRequest,
     StartResult,
 )
-from ._sandbox import ActivationRequest, RawOutput, Sandbox, SandboxLimits, SandboxRunner
+from ._sandbox import (
+    ActivationRequest,
+    RawOutput,
+    Sandbox,
+    SandboxLimits,
+    SandboxRunner,
+    fresh_store,
+)
 from ._server import AmberServer, ApprovalPageOptions, migrate_all
 from ._settings import EngineSettings, RetryPolicy
 from ._status import RemoteError
@@ -207,6 +214,7 @@ __all__ = [
     "decode",
     "encode",
     "fingerprint",
+    "fresh_store",
     "from_ms",
     "http_policy",
     "idempotency_key",

@@ -146,6 +146,22 @@ class _Usage:
         return self.memory_bytes() + headroom > limit
 
 
+def fresh_store(engine: wasmtime.Engine, limits: SandboxLimits) -> wasmtime.Store:
+    """A new store for one activation, with its fuel, memory and wall-clock budget set (the
+    epoch deadline must be: once epoch interruption is on, a store without one traps at once)."""
+    store = wasmtime.Store(engine)
+    store.set_fuel(limits.fuel)
+    store.set_limits(
+        memory_size=limits.memory_bytes,
+        table_elements=limits.table_elements,
+        instances=1,
+        tables=1,
+        memories=1,
+    )
+    store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
+    return store
+
+
 class Sandbox:
     """Runs activations one at a time on a shared `SandboxEngine`."""
 
@@ -190,16 +206,7 @@ class Sandbox:
             activity=request.activity,
             observer=request.observer,
         )
-        store = wasmtime.Store(self._engine.engine)
-        store.set_fuel(limits.fuel)
-        store.set_limits(
-            memory_size=limits.memory_bytes,
-            table_elements=limits.table_elements,
-            instances=1,
-            tables=1,
-            memories=1,
-        )
-        store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
+        store = fresh_store(self._engine.engine, limits)
         usage = _Usage(store=store, fuel=limits.fuel)
         host = self._engine.host
         host.activate(state)

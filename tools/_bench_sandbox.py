@@ -69,6 +69,7 @@ from runtime import (
     WorkflowStep,
     activate_workflow,
     decode,
+    fresh_store,
     idempotency_key,
     instance_exports,
     run_activity,
@@ -87,8 +88,6 @@ _START_VALUE: Final = 1000
 _RUN_ID: Final = "bench-sandbox-chain"
 _ACTIVITY: Final = "add_one"
 _U64: Final = (1 << 64) - 1
-_EPOCH_TICK_S: Final = 0.010
-"""The engine's epoch tick (`runtime._engine.EPOCH_TICK_S`, not exported)."""
 _EPOCH: Final = datetime(2026, 1, 1, tzinfo=UTC)
 """When the replayed run's events say they happened (nothing reads it back)."""
 _ARTIFACT_LOADS: Final = 200
@@ -316,16 +315,7 @@ def _equivalent_activation(
     marks = [clock()]
     envelope = encode_activity_input(request)
     marks.append(clock())
-    store = wasmtime.Store(chain.engine.engine)
-    store.set_fuel(limits.fuel)
-    store.set_limits(
-        memory_size=limits.memory_bytes,
-        table_elements=limits.table_elements,
-        instances=1,
-        tables=1,
-        memories=1,
-    )
-    store.set_epoch_deadline(max(1, round(limits.deadline_s / _EPOCH_TICK_S)))
+    store = fresh_store(chain.engine.engine, limits)
     marks.append(clock())
     instance = pre.instantiate(store)
     marks.append(clock())
