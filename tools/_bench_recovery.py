@@ -25,7 +25,9 @@ from abi import AmberError
 from history import Database, EventType, Run, RunStatus, store_footprint_txn
 from runtime import AmberClient, decode
 
-_POLL_S: Final = 0.01
+_POLL_S: Final = 0.05
+"""Between progress readings before the kill: each counts whole tables, so polling faster would
+load the database being measured (the drain after the kill is timed with result long polls)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
