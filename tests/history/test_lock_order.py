@@ -38,6 +38,17 @@ NOW = datetime(2025, 1, 1, tzinfo=UTC)
 Report = Callable[[Cursor, int, int], tuple[Task, Run | None]]
 
 
+def _new_run(db: Database) -> str:
+    """A run whose tasks go to a queue of their own (named by the run id)."""
+    run_id = str(uuid.uuid4())
+    run = NewRun(
+        run_id=run_id, tenant="t", workflow_id=run_id, workflow_type="w", digest="d" * 64,
+        queue=run_id, input=b"\x80", created_at=NOW,
+    )  # fmt: skip
+    db.run(lambda cur: insert_run_txn(cur, run))
+    return run_id
+
+
 def _leased(db: Database, run_id: str, kind: TaskKind, cmd: int | None) -> Task:
     task = NewTask(
         run_id=run_id, kind=kind, queue=run_id, name="n", digest="d" * 64, visible_at=NOW,
@@ -56,12 +67,7 @@ def _leased(db: Database, run_id: str, kind: TaskKind, cmd: int | None) -> Task:
 def test_a_report_racing_the_close_of_its_run_gets_lease_lost_not_a_deadlock(
     db: Database, database_url: str, report: Report
 ) -> None:
-    run_id = str(uuid.uuid4())
-    run = NewRun(
-        run_id=run_id, tenant="t", workflow_id=run_id, workflow_type="w", digest="d" * 64,
-        queue=run_id, input=b"\x80", created_at=NOW,
-    )  # fmt: skip
-    db.run(lambda cur: insert_run_txn(cur, run))
+    run_id = _new_run(db)
     closing = _leased(db, run_id, TaskKind.WORKFLOW, None)
     other = _leased(db, run_id, TaskKind.ACTIVITY, 0)
     outcome: list[object] = []
@@ -91,12 +97,7 @@ def test_a_lease_sweep_skips_a_task_whose_run_is_busy_instead_of_waiting_for_it(
 ) -> None:
     from runtime import EngineSettings, ManualClock, TaskService
 
-    run_id = str(uuid.uuid4())
-    run = NewRun(
-        run_id=run_id, tenant="t", workflow_id=run_id, workflow_type="w", digest="d" * 64,
-        queue=run_id, input=b"\x80", created_at=NOW,
-    )  # fmt: skip
-    db.run(lambda cur: insert_run_txn(cur, run))
+    run_id = _new_run(db)
     lost = _leased(db, run_id, TaskKind.ACTIVITY, 0)
     clock = ManualClock(NOW)
     clock.advance(timedelta(minutes=5))  # the lease ran out long ago

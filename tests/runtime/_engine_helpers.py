@@ -6,8 +6,19 @@ import threading
 import time
 from typing import Any
 
+import msgpack
+
+from abi import ActivityInput
 from history import Run
-from runtime import AmberClient, Clock, Sandbox, Worker, WorkerSettings
+from runtime import (
+    ActivityAttempt,
+    AmberClient,
+    Clock,
+    Sandbox,
+    SandboxLimits,
+    Worker,
+    WorkerSettings,
+)
 
 
 def make_worker(
@@ -66,3 +77,22 @@ def query(worker: Worker, client: AmberClient, run: str, name: str, **kwargs: An
     if failure:
         raise failure[0]
     return answer[0]
+
+
+def activity_attempt(
+    digest: str, name: str, args: object, limits: SandboxLimits
+) -> ActivityAttempt:
+    """First attempt of activity `name` (msgpack-encoded `args`) as command 7 of run "run-1"."""
+    return ActivityAttempt(
+        digest=digest,
+        cmd=7,
+        input=ActivityInput(
+            run_id="run-1",
+            activity=name,
+            args=msgpack.packb(args),
+            attempt=1,
+            idempotency_key="run-1/7",
+            deadline_ms=0,
+        ),
+        limits=limits,
+    )

@@ -13,9 +13,8 @@ import pytest
 import wasmtime
 import wasmtime._func
 
-from abi import ENTRY_SIGNATURE, ActivityInput, Signature, WorkflowStatus
+from abi import ENTRY_SIGNATURE, Signature, WorkflowStatus
 from runtime import (
-    ActivityAttempt,
     GuestFault,
     ManualClock,
     Sandbox,
@@ -27,6 +26,7 @@ from runtime import (
     run_activity,
 )
 from runtime._fastcall import FastExports, InstanceExports, PublicExports
+from tests.runtime._engine_helpers import activity_attempt
 
 PATHS: dict[str, Callable[..., InstanceExports]] = {
     "public": PublicExports,
@@ -276,19 +276,7 @@ def _activity(
     try:
         report = run_activity(
             sandbox,
-            ActivityAttempt(
-                digest=digest,
-                cmd=7,
-                input=ActivityInput(
-                    run_id="run-1",
-                    activity=name,
-                    args=msgpack.packb(args),
-                    attempt=1,
-                    idempotency_key="run-1/7",
-                    deadline_ms=0,
-                ),
-                limits=limits,
-            ),
+            activity_attempt(digest, name, args, limits),
         )
     except GuestFault as fault:
         return ("fault", *_fault(fault))

@@ -9,10 +9,9 @@ import time
 import msgpack
 import pytest
 
-from abi import ActivityInput, ActivityStatus, WorkflowStatus
+from abi import ActivityStatus, WorkflowStatus
 from runtime import (
     AbiViolation,
-    ActivityAttempt,
     DeadlineExceeded,
     FailureReason,
     GuestFault,
@@ -30,6 +29,7 @@ from runtime import (
     run_activity,
 )
 from runtime._ids import new_run_id
+from tests.runtime._engine_helpers import activity_attempt
 
 LIMITS = SandboxLimits(fuel=50_000_000, memory_bytes=16 * 2**20, deadline_s=2.0)
 
@@ -41,23 +41,7 @@ def _digest(modules: dict[str, bytes], name: str) -> str:
 def _activity(
     sandbox: Sandbox, digest: str, name: str, args: object = None, limits: SandboxLimits = LIMITS
 ) -> ActivityStatus:
-    report = run_activity(
-        sandbox,
-        ActivityAttempt(
-            digest=digest,
-            cmd=7,
-            input=ActivityInput(
-                run_id="run-1",
-                activity=name,
-                args=msgpack.packb(args),
-                attempt=1,
-                idempotency_key="run-1/7",
-                deadline_ms=0,
-            ),
-            limits=limits,
-        ),
-    )
-    return report.outcome.status
+    return run_activity(sandbox, activity_attempt(digest, name, args, limits)).outcome.status
 
 
 ORDER = {"order_id": "A-1", "sku": "SKU-1", "quantity": 1, "amount_cents": 100}
