@@ -41,12 +41,13 @@ import hashlib
 import struct
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgpack
-import psycopg
 
-from ._database import Cursor
+if TYPE_CHECKING:
+    from ._database import Cursor
+
 
 AUDIT_GENESIS_HASH = bytes(32)
 """The `prev_hash` of record 1."""
@@ -230,6 +231,8 @@ def verify_audit_txn(
     walk = _Walk(head_seq=head_seq, head_hash=head_hash, expect_head=expect_head)
     # Records up to the head's seq had all committed when the head was read (each append
     # advances the head in its own transaction), so every page below sees all of them.
+    import psycopg  # here, not at the top: the audit types are read by clients without a driver
+
     lower = _MIN_SEQ
     while True:
         cur.execute(

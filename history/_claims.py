@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from ._database import Cursor
 from ._runs import _COLUMNS as _RUN_COLUMNS
 from ._runs import Run, _run
 from ._tasks import CLAIM_UPDATE, TASK_COLUMNS, Task, _task, claim_params, lock_leased_task_txn
+
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 _TASK_N = len(TASK_COLUMNS.split(","))
 _SELECT = ", ".join(

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ._errors import StoreUnavailable
+from ._errors import DuplicateRow, StoreUnavailable
 
 _log = logging.getLogger(__name__)
 
@@ -124,6 +124,8 @@ class Database:
             try:
                 with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
                     return fn(cur)
+            except pgerrors.UniqueViolation as exc:
+                raise DuplicateRow(f"a concurrent write took the same key: {exc}") from exc
             except (psycopg.Error, PoolTimeout) as exc:
                 if not _transient(exc, conn):
                     raise

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from ._database import Cursor
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 def claim_signal_id_txn(cur: Cursor, run_id: str, request_id: str, seq: int) -> bool:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from abi import Conflict, NotFound, RetryableError
+from amber.abi import Conflict, NotFound, RetryableError
 
 
 class StoreUnavailable(RetryableError):
     """The database could not be reached or the transaction kept failing transiently."""
+
+
+class DuplicateRow(Conflict):
+    """A concurrent transaction inserted the same unique key first (two starts of one workflow
+    id, say). The transaction is gone: re-read and decide again."""
 
 
 class VersionConflict(Conflict):

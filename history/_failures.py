@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._database import Cursor
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

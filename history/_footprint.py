@@ -9,8 +9,10 @@ widths.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ._database import Cursor
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

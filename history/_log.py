@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._database import Cursor
 from ._errors import RunNotFound, VersionConflict
 from ._events import Event, EventType, NewEvent, decode_payload, encode_payload
+
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._database import Cursor
 from ._runs import _COLUMNS as _RUN_COLUMNS
 from ._runs import Run, Suspension, _run
 from ._tasks import Crash
+
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 def count_crash_txn(cur: Cursor, task_id: int, *, step: int | None, fingerprint: str) -> Crash:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from ._database import Cursor
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

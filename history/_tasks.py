@@ -18,10 +18,12 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._database import Cursor
 from ._errors import LeaseLost
+
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 class TaskKind(enum.StrEnum):

@@ -10,8 +10,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from ._database import Cursor
+if TYPE_CHECKING:
+    from ._database import Cursor
 
 
 class TimerKind(enum.StrEnum):

@@ -1,6 +1,6 @@
 """The child process of `IsolatedSandbox`: runs exactly one activation, then exits.
 
-Started as `python -m surgical_pool._child ARTIFACT_DIR MEMORY_BYTES` with pipes on stdin and
+Started as `python -m amber.surgical_pool._child ARTIFACT_DIR MEMORY_BYTES` with pipes on stdin and
 stdout (stderr is the parent's). It caps its own memory, builds its engine on the parent's
 artifact cache, says `ready`, and waits for one `run` frame (a spare child may wait a long time,
 and exits quietly if the parent closes the pipe instead). It then runs the activation in an
@@ -19,11 +19,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
-from runtime import (
+from amber.runtime.model import GuestFault
+from amber.runtime.sandbox import (
     ActivationKind,
     ActivationRequest,
     ActivityHost,
-    GuestFault,
     HostCallRecord,
     Sandbox,
     SandboxEngine,

@@ -22,21 +22,23 @@ from typing import IO, Any
 
 import msgpack
 
-from runtime import (
-    MAX_RECORD_DETAIL,
+from amber.runtime.model import (
     AbiViolation,
-    ActivationKind,
-    ActivationRequest,
     DeadlineExceeded,
     GuestFault,
     GuestTrap,
-    HostCallRecord,
     HostCrash,
     MalformedOutput,
     MemoryLimitExceeded,
     ModuleUnavailable,
     NonDeterminism,
     OutOfFuel,
+)
+from amber.runtime.sandbox import (
+    MAX_RECORD_DETAIL,
+    ActivationKind,
+    ActivationRequest,
+    HostCallRecord,
     RawOutput,
     SandboxLimits,
 )

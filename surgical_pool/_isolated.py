@@ -2,8 +2,8 @@
 
 The surgical pool serves poisoned tasks, whose guests may take down whatever process hosts them
 (a wasmtime bug, a host-side memory blow-up, a test guest calling `test_exit`). Each activation
-therefore runs in a fresh `python -m surgical_pool._child` process driving an ordinary `Sandbox`
-on the same on-disk artifact cache (a module compiles once for every process). The parent:
+therefore runs in a fresh `python -m amber.surgical_pool._child` process driving an ordinary
+`Sandbox` on the same on-disk artifact cache (a module compiles once for every process). The parent:
 
 - sends the request over the child's stdin and serves its frames (`_frames`) until the final
   `output` or `fault`; a fault is rebuilt as the same `GuestFault` subclass with the same fields;
@@ -54,15 +54,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
-from abi import AmberError, ManifestError, RetryableError, read_manifest
-from runtime import (
+from amber.abi import AmberError, ManifestError, RetryableError, read_manifest
+from amber.runtime.model import Clock, HostCrash, ModuleUnavailable
+from amber.runtime.sandbox import (
     ActivationRequest,
     ActivityHost,
-    Clock,
     HostCallRecord,
-    HostCrash,
     HttpPolicy,
-    ModuleUnavailable,
     RawOutput,
     http_policy,
 )
@@ -77,7 +75,7 @@ from ._frames import (
     request_frame,
 )
 
-CHILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "surgical_pool._child")
+CHILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "amber.surgical_pool._child")
 """How a child is started; its artifact directory and memory cap are appended."""
 MAX_HEARTBEAT_BYTES = 64 * 1024
 """Largest heartbeat details a child may pass up (the host import's own cap)."""

@@ -19,23 +19,17 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from abi import InvalidInput
-from history import FailureRecord
-from runtime import (
+from amber.abi import InvalidInput
+from amber.history import FailureRecord
+from amber.runtime.model import Bundle, Clock, GuestFault, ManualClock, ModuleUnavailable
+from amber.runtime.replay import WorkflowActivation, activate_workflow, run_activity_request
+from amber.runtime.sandbox import (
     ActivationKind,
     ActivationRequest,
     ActivityHost,
-    Bundle,
-    Clock,
-    GuestFault,
-    ManualClock,
-    ModuleUnavailable,
     RecordingSandbox,
     Repro,
     SandboxRunner,
-    WorkflowActivation,
-    activate_workflow,
-    run_activity_request,
 )
 
 SandboxFactory = Callable[[Callable[[str], bytes], Clock], SandboxRunner]

@@ -22,8 +22,8 @@ from typing import Any
 
 from opentelemetry import trace
 
-from history import Event
-from runtime import HostCallRecord
+from amber.history import Event
+from amber.runtime.sandbox import HostCallRecord
 
 _EVENT_SPAN_LIMIT = 10_000
 """Replayed events traced per activation (a history is capped well below this anyway)."""

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from opentelemetry.trace import Tracer
 
-from runtime import AmberClient, Clock, SystemClock, Worker, WorkerSettings
+from amber.runtime.client import AmberClient
+from amber.runtime.model import Clock, SystemClock
+from amber.runtime.worker import Worker, WorkerSettings
 
 from ._isolated import IsolatedSandbox
 from ._tracing import SurgicalTrace

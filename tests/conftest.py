@@ -29,19 +29,15 @@ from psycopg import sql
 # Before any engine exists: the test guest `exiter` imports the test-only host import test_exit.
 os.environ.setdefault("AMBER_TEST_HOST_IMPORTS", "1")
 
-from history import DATABASE_URL_ENV, Database, start_embedded_postgres
-from runtime import (
-    AmberClient,
-    AmberServer,
-    EngineSettings,
-    ManualClock,
-    Sandbox,
-    SandboxEngine,
-    SystemClock,
-    migrate_all,
-)
-from tools._build import BuildResult, build_module
-from versions import VersionNotFound
+from amber.history import DATABASE_URL_ENV, Database, start_embedded_postgres
+from amber.runtime.client._client import AmberClient
+from amber.runtime.model._clock import ManualClock, SystemClock
+from amber.runtime.model._settings import EngineSettings
+from amber.runtime.sandbox._engine import SandboxEngine
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.server._server import AmberServer, migrate_all
+from amber.tools._build import BuildResult, build_module
+from amber.versions import VersionNotFound
 
 ROOT = Path(__file__).resolve().parents[1]
 GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
@@ -231,7 +227,7 @@ def amber_process(tmp_path: Path, database_url: str) -> Iterator[Callable[..., P
         }
         full_env.update(env or {})
         popen = subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", *args],
+            [sys.executable, "-m", "amber.tools.cli", *args],
             cwd=ROOT,
             env=full_env,
             stdout=log.open("wb"),

@@ -47,10 +47,10 @@ from typing import Any, Final
 import psycopg
 from psycopg import sql
 
-import abi
-from abi import AmberError
-from history import DATABASE_URL_ENV, HOME_ENV, Database, RunStatus
-from runtime import AmberClient, decode
+from amber import abi
+from amber.abi import AmberError
+from amber.history import DATABASE_URL_ENV, HOME_ENV, Database, RunStatus
+from amber.runtime.client import AmberClient, decode
 
 from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
@@ -388,7 +388,7 @@ def _spawn(name: str, args: list[str], env: dict[str, str], logs: Path) -> _Chil
     log = logs / f"{name}.log"
     with log.open("wb") as out:
         popen = subprocess.Popen(
-            [sys.executable, "-m", "tools.cli", *args],
+            [sys.executable, "-m", "amber.tools.cli", *args],
             cwd=_ROOT,
             env=env,
             stdout=out,

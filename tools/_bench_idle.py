@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-import abi
-from abi import AmberError
-from history import Database, RunStatus, StoreFootprint, store_footprint_txn
-from runtime import AmberClient, decode
+from amber import abi
+from amber.abi import AmberError
+from amber.history import Database, RunStatus, StoreFootprint, store_footprint_txn
+from amber.runtime.client import AmberClient, decode
 
 PARK_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "park.c"
 _POLL_S: Final = 0.5

@@ -21,9 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
-from abi import AmberError
-from history import Database, EventType, Run, RunStatus, store_footprint_txn
-from runtime import AmberClient, decode
+from amber.abi import AmberError
+from amber.history import Database, EventType, Run, RunStatus, store_footprint_txn
+from amber.runtime.client import AmberClient, decode
 
 _POLL_S: Final = 0.05
 """Between progress readings before the kill: each counts whole tables, so polling faster would

@@ -39,7 +39,7 @@ from typing import Any, Final
 import msgpack
 import wasmtime
 
-from abi import (
+from amber.abi import (
     ALLOC_EXPORT,
     ALLOC_SIGNATURE,
     ENTRY_SIGNATURE,
@@ -53,29 +53,29 @@ from abi import (
     encode_activity_input,
     options_to_doc,
 )
-from history import Event, EventType
-from runtime import (
-    ENGINE_FLAGS,
+from amber.history import Event, EventType
+from amber.runtime.client import decode
+from amber.runtime.model import SystemClock, idempotency_key, to_ms
+from amber.runtime.replay import (
     ActivityAttempt,
-    ActivityHost,
     ActivityReport,
+    WorkflowActivation,
+    WorkflowStep,
+    activate_workflow,
+    run_activity,
+)
+from amber.runtime.sandbox import (
+    ENGINE_FLAGS,
+    ActivityHost,
     RecordingSandbox,
     Sandbox,
     SandboxEngine,
     SandboxLimits,
-    SystemClock,
-    WorkerSettings,
-    WorkflowActivation,
-    WorkflowStep,
-    activate_workflow,
-    decode,
     fresh_store,
-    idempotency_key,
     instance_exports,
-    run_activity,
-    to_ms,
 )
-from versions import WASMTIME_VERSION, ArtifactCache
+from amber.runtime.worker import WorkerSettings
+from amber.versions import WASMTIME_VERSION, ArtifactCache
 
 from ._build import build_module
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from abi import MANIFEST_SECTION, ManifestError, custom_section, parse_manifest
-from runtime import check_capabilities
-from versions import InvalidModule, validate_module
+from amber.abi import MANIFEST_SECTION, ManifestError, custom_section, parse_manifest
+from amber.runtime.sandbox import check_capabilities
+from amber.versions import InvalidModule, validate_module
 
 __all__ = ["SDK_INCLUDE_DIR", "BuildError", "BuildResult", "build_module", "extract_manifest"]
 

@@ -11,8 +11,8 @@ import argparse
 import sys
 from typing import Any
 
-from history import Approval
-from runtime import AmberClient
+from amber.history import Approval
+from amber.runtime.client import AmberClient
 
 from . import _output as out
 from ._operator import operator_name

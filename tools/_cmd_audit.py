@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from abi import InvalidInput
-from runtime import AmberClient
+from amber.abi import InvalidInput
+from amber.runtime.client import AmberClient
 
 from . import _output as out
 

@@ -6,8 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from abi import InvalidInput
-from runtime import AmberClient, encode
+from amber.abi import InvalidInput
+from amber.runtime.client import AmberClient, encode
 
 from . import _output as out
 from ._operator import operator_name

@@ -15,22 +15,15 @@ from pathlib import Path
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import abi
-from history import HOME_ENV, Database, resolve_database_url
-from runtime import (
-    AmberClient,
-    AmberServer,
-    ApprovalPageOptions,
-    ConsoleSink,
-    JsonLinesExporter,
-    Sandbox,
-    SandboxEngine,
-    SystemClock,
-    Worker,
-    WorkerSettings,
-    configure_tracing,
-)
-from surgical_pool import SurgicalWorker
+from amber import abi
+from amber.history import HOME_ENV, Database, resolve_database_url
+from amber.runtime.approvals import ConsoleSink
+from amber.runtime.client import AmberClient
+from amber.runtime.model import SystemClock
+from amber.runtime.sandbox import Sandbox, SandboxEngine
+from amber.runtime.server import AmberServer, ApprovalPageOptions
+from amber.runtime.worker import JsonLinesExporter, Worker, WorkerSettings, configure_tracing
+from amber.surgical_pool import SurgicalWorker
 
 from . import _output as out
 from ._build import build_module

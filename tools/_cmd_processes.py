@@ -14,24 +14,14 @@ from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
-from abi import InvalidInput
-from history import Database, amber_home, resolve_database_url
-from runtime import (
-    WEBHOOK_ENV,
-    AmberClient,
-    AmberServer,
-    ApprovalPageOptions,
-    ApprovalSink,
-    EngineSettings,
-    Sandbox,
-    SandboxEngine,
-    SandboxLimits,
-    SystemClock,
-    WebhookSink,
-    Worker,
-    WorkerSettings,
-    configure_tracing,
-)
+from amber.abi import InvalidInput
+from amber.history import Database, amber_home, resolve_database_url
+from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
+from amber.runtime.client import AmberClient
+from amber.runtime.model import EngineSettings, SystemClock
+from amber.runtime.sandbox import Sandbox, SandboxEngine, SandboxLimits
+from amber.runtime.server import AmberServer, ApprovalPageOptions
+from amber.runtime.worker import Worker, WorkerSettings, configure_tracing
 
 APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
 
@@ -141,7 +131,7 @@ def work(args: argparse.Namespace) -> int:
     artifacts = Path(args.artifacts) if args.artifacts else amber_home() / "artifacts"
     settings = worker_settings(args)
     if surgical:
-        from surgical_pool import SurgicalWorker, surgical_settings
+        from amber.surgical_pool import SurgicalWorker, surgical_settings
 
         if args.memory_mb is None:
             settings = surgical_settings(settings)

@@ -18,9 +18,10 @@ from typing import Any
 
 import msgpack
 
-from abi import InvalidInput
-from history import amber_home
-from runtime import AmberClient, Bundle, TriageOutcome
+from amber.abi import InvalidInput
+from amber.history import amber_home
+from amber.runtime.client import AmberClient
+from amber.runtime.model import Bundle, TriageOutcome
 
 from . import _output as out
 from ._operator import operator_name
@@ -122,8 +123,8 @@ def export(client: AmberClient, args: argparse.Namespace) -> int:
 
 def replay(args: argparse.Namespace) -> int:
     """Local: needs no server and no database."""
-    from runtime import Sandbox, SandboxEngine, SandboxRunner
-    from surgical_pool import IsolatedSandbox, failure_to_replay, replay_bundle
+    from amber.runtime.sandbox import Sandbox, SandboxEngine, SandboxRunner
+    from amber.surgical_pool import IsolatedSandbox, failure_to_replay, replay_bundle
 
     bundle = Bundle.decode(Path(args.bundle).read_bytes())
     failure = failure_to_replay(bundle, args.task)

@@ -11,8 +11,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from runtime import AmberClient, RunCheck
-from versions import ModuleVersion, TypeStatus
+from amber.runtime.client import AmberClient
+from amber.runtime.model import RunCheck
+from amber.versions import ModuleVersion, TypeStatus
 
 from . import _output as out
 from ._operator import operator_name

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgpack
 
-from history import Event, Run
-from runtime import RunDescription
-from versions import ModuleVersion
+from amber.history import Event, Run
+from amber.runtime.model import RunDescription
+from amber.versions import ModuleVersion
 
 _PAYLOAD_KEYS = ("input", "args", "result")
 

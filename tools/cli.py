@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from abi import AmberError
+from amber.abi import AmberError
 
 from . import (
     _cmd_approvals,
@@ -257,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         local: Callable[[argparse.Namespace], int] | None = getattr(args, "local", None)
         if local is not None:
             return local(args)
-        from runtime import AmberClient
+        from amber.runtime.client import AmberClient
 
         token = operator_token()
         with AmberClient(args.server, operator_token=token) as client:

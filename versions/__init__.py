@@ -18,47 +18,84 @@ random ramp assignment (a retried start could land on the other side); moving ru
 version without replaying their histories first (Temporal users' 1.5 h of non-determinism).
 """
 
+from __future__ import annotations
+
+import importlib
 from importlib.resources import files
+from typing import TYPE_CHECKING, Any
 
-from history import Database, apply_migrations, load_migrations
+if TYPE_CHECKING:
+    from amber.history import Database
 
-from ._artifacts import WASMTIME_VERSION, ArtifactCache
-from ._errors import (
-    AmbiguousVersion,
-    InvalidModule,
-    ModuleTooLarge,
-    UnknownWorkflowType,
-    VersionNotFound,
-)
-from ._health import OK, HealthCount, VersionHealth, add_health_txn, health_txn
-from ._registry import (
-    LABEL,
-    LabelConflict,
-    ModuleVersion,
-    UploadResult,
-    VersionInUse,
-    VersionRegistry,
-    digest_of,
-    get_version_txn,
-    version_for_type_txn,
-)
-from ._rollout import (
-    Rollout,
-    Selection,
-    TypeRollout,
-    TypeStatus,
-    VersionStatus,
-    bucket_of,
-    rollout_of_txn,
-    select_version_txn,
-)
-from ._validate import DEFAULT_MAX_MODULE_BYTES, ManifestCheck, validate_module
+    from ._artifacts import WASMTIME_VERSION, ArtifactCache
+    from ._errors import (
+        AmbiguousVersion,
+        InvalidModule,
+        ModuleTooLarge,
+        UnknownWorkflowType,
+        VersionNotFound,
+    )
+    from ._health import OK, HealthCount, VersionHealth, add_health_txn, health_txn
+    from ._registry import (
+        DEFAULT_MAX_MODULE_BYTES,
+        LABEL,
+        LabelConflict,
+        ModuleVersion,
+        UploadResult,
+        VersionInUse,
+        VersionRegistry,
+        digest_of,
+        get_version_txn,
+        version_for_type_txn,
+    )
+    from ._rollout import (
+        Rollout,
+        Selection,
+        TypeRollout,
+        TypeStatus,
+        VersionStatus,
+        bucket_of,
+        rollout_of_txn,
+        select_version_txn,
+    )
+    from ._validate import ManifestCheck, validate_module
 
-
-def migrate(db: Database) -> list[int]:
-    """Apply this package's pending migrations; return the versions applied."""
-    return apply_migrations(db, "versions", load_migrations(files(__package__) / "migrations"))
-
+# Public name -> the private module that defines it. Loaded on first use, so importing one
+# type (a client reading `Run`) does not load the database driver or wasmtime.
+_LAZY: dict[str, str] = {
+    "AmbiguousVersion": "_errors",
+    "ArtifactCache": "_artifacts",
+    "DEFAULT_MAX_MODULE_BYTES": "_registry",
+    "HealthCount": "_health",
+    "InvalidModule": "_errors",
+    "LABEL": "_registry",
+    "LabelConflict": "_registry",
+    "ManifestCheck": "_validate",
+    "ModuleTooLarge": "_errors",
+    "ModuleVersion": "_registry",
+    "OK": "_health",
+    "Rollout": "_rollout",
+    "Selection": "_rollout",
+    "TypeRollout": "_rollout",
+    "TypeStatus": "_rollout",
+    "UnknownWorkflowType": "_errors",
+    "UploadResult": "_registry",
+    "VersionHealth": "_health",
+    "VersionInUse": "_registry",
+    "VersionNotFound": "_errors",
+    "VersionRegistry": "_registry",
+    "VersionStatus": "_rollout",
+    "WASMTIME_VERSION": "_artifacts",
+    "add_health_txn": "_health",
+    "bucket_of": "_rollout",
+    "digest_of": "_registry",
+    "get_version_txn": "_registry",
+    "health_txn": "_health",
+    "rollout_of_txn": "_rollout",
+    "select_version_txn": "_rollout",
+    "validate_module": "_validate",
+    "version_for_type_txn": "_registry",
+}
 
 __all__ = [
     "DEFAULT_MAX_MODULE_BYTES",
@@ -95,3 +132,23 @@ __all__ = [
     "validate_module",
     "version_for_type_txn",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
+
+def migrate(db: Database) -> list[int]:
+    """Apply this package's pending migrations; return the versions applied."""
+    from amber.history import apply_migrations, load_migrations
+
+    return apply_migrations(db, "versions", load_migrations(files(__package__) / "migrations"))

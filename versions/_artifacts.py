@@ -18,7 +18,7 @@ from pathlib import Path
 
 import wasmtime
 
-from abi import Manifest, ManifestError, parse_manifest, read_manifest
+from amber.abi import Manifest, ManifestError, parse_manifest, read_manifest
 
 from ._errors import InvalidModule
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from abi import InvalidInput, NotFound
+from amber.abi import InvalidInput, NotFound
 
 
 class InvalidModule(InvalidInput):

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from history import Cursor
+if TYPE_CHECKING:
+    from amber.history import Cursor
+
 
 OK = "ok"
 

@@ -8,13 +8,24 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from abi import Conflict, InvalidInput, Manifest, parse_manifest
-from history import AuditEntry, Cursor, Database, VersionUse, record_audit_txn, version_use_txn
+from amber.abi import Conflict, InvalidInput, Manifest, parse_manifest
+from amber.history import (
+    AuditEntry,
+    VersionUse,
+    record_audit_txn,
+    version_use_txn,
+)
 
 from ._errors import AmbiguousVersion, InvalidModule, VersionNotFound
-from ._validate import DEFAULT_MAX_MODULE_BYTES, ManifestCheck, validate_module
+
+if TYPE_CHECKING:
+    from amber.history import Cursor, Database
+
+    from ._validate import ManifestCheck
+
+DEFAULT_MAX_MODULE_BYTES = 8 * 1024 * 1024
 
 _HEX = re.compile(r"[0-9a-f]{8,64}")
 LABEL = re.compile(r"[A-Za-z0-9_.\-]{1,64}@[A-Za-z0-9_.\-+]{1,64}")
@@ -163,6 +174,10 @@ class VersionRegistry:
         version yet (promoting it over an existing one is `Rollout.promote`, audited). `label`
         names it too.
         """
+        # Here, not at the top: wasmtime loads when a module is validated, not when a client
+        # reads a version.
+        from ._validate import validate_module
+
         manifest = validate_module(
             wasm, max_bytes=self.max_module_bytes, manifest_checks=self._manifest_checks
         )

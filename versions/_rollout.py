@@ -12,13 +12,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from abi import InvalidInput
-from history import (
+from amber.abi import InvalidInput
+from amber.history import (
     AuditEntry,
-    Cursor,
-    Database,
     VersionUse,
     record_audit_txn,
     version_use_txn,
@@ -27,6 +25,9 @@ from history import (
 from ._errors import InvalidModule, UnknownWorkflowType
 from ._health import VersionHealth, health_txn
 from ._registry import get_version_txn, version_for_type_txn
+
+if TYPE_CHECKING:
+    from amber.history import Cursor, Database
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 
 import wasmtime
 
-from abi import (
+from amber.abi import (
     ACTIVITY_EXPORT_PREFIX,
     ALLOC_EXPORT,
     ALLOC_SIGNATURE,
@@ -23,8 +23,7 @@ from abi import (
 )
 
 from ._errors import InvalidModule, ModuleTooLarge
-
-DEFAULT_MAX_MODULE_BYTES = 8 * 1024 * 1024
+from ._registry import DEFAULT_MAX_MODULE_BYTES
 
 _engine: wasmtime.Engine | None = None
 

@@ -1,0 +1,22 @@
+"""The gRPC contract: the proto, its generated code, conversions between proto and domain types,
+channel options and the status codes typed errors travel with.
+
+Rule: conversions only, no logic; imports `model` only.
+"""
+
+from __future__ import annotations
+
+from . import _approval_mapping as approval_mapping
+from . import _mapping as mapping
+from ._options import GRPC_OPTIONS, OPERATOR_TOKEN_HEADER
+from ._status import ERROR_TYPE_KEY, error_from_rpc, status_of
+
+__all__ = [
+    "ERROR_TYPE_KEY",
+    "GRPC_OPTIONS",
+    "OPERATOR_TOKEN_HEADER",
+    "approval_mapping",
+    "error_from_rpc",
+    "mapping",
+    "status_of",
+]

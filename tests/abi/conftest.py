@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from amber.tools._build import BuildResult, build_module
 from tests.abi._harness import Guest
 from tests.conftest import GUEST_SOURCES, ROOT
-from tools._build import BuildResult, build_module
 
 SOURCES: dict[str, tuple[Path, dict[str, str]]] = (
     {

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-from abi import MANIFEST_SECTION, custom_sections
+from amber.abi import MANIFEST_SECTION, custom_sections
+from amber.tools._build import BuildError, BuildResult, build_module
 from tests.abi.conftest import SOURCES
-from tools._build import BuildError, BuildResult, build_module
 
 
 def custom_section(module: bytes, name: str) -> bytes | None:

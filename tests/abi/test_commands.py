@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from abi import (
+from amber.abi import (
     AwaitSignal,
     MalformedEnvelope,
     Patched,
@@ -19,7 +19,7 @@ from abi import (
     encode_command,
     parse_command,
 )
-from abi._commands import ActivityOptions, RetryOptions
+from amber.abi._commands import ActivityOptions, RetryOptions
 
 GOOD = [
     ScheduleActivity(name="charge", args=b"\x90", options=ActivityOptions()),

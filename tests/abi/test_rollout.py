@@ -12,10 +12,10 @@ import msgpack
 import pytest
 import wasmtime
 
-from abi import MANIFEST_SECTION, custom_sections
+from amber.abi import MANIFEST_SECTION, custom_sections
+from amber.tools._build import BuildResult, build_module
 from tests.abi._harness import Call, Guest, NonDeterminism, Run, act_envelope, wf_envelope
 from tests.abi.conftest import SOURCES
-from tools._build import BuildResult, build_module
 
 pack = msgpack.packb
 USER = {"user": "ann"}

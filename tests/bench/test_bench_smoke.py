@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tools._bench import BenchOptions, format_summary, run_bench
+from amber.tools._bench import BenchOptions, format_summary, run_bench
 
 N, K, W, LATENCY_RUNS = 6, 2, 3, 3
 KEYS = (

@@ -19,8 +19,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-import history
-from history import (
+from amber import history
+from amber.history import (
     AUDIT_GENESIS_HASH,
     AuditEntry,
     AuditVerification,

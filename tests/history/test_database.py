@@ -14,8 +14,8 @@ import psycopg
 import pytest
 from psycopg import errors as pgerrors
 
-from abi import RetryableError
-from history import (
+from amber.abi import RetryableError
+from amber.history import (
     Cursor,
     Database,
     EventType,
@@ -148,7 +148,7 @@ def test_an_unreachable_server_becomes_store_unavailable_after_the_attempts(
     started = time.monotonic()
     try:
         with (
-            caplog.at_level(logging.WARNING, logger="history"),
+            caplog.at_level(logging.WARNING, logger="amber.history"),
             pytest.raises(
                 StoreUnavailable, match="database unavailable: couldn't get a connection"
             ) as err,
@@ -227,7 +227,7 @@ def test_an_outage_shorter_than_the_retries_is_ridden_out(
         proxy.cut()
         restorer = threading.Timer(0.3, proxy.restore)
         restorer.start()
-        with caplog.at_level(logging.WARNING, logger="history"):
+        with caplog.at_level(logging.WARNING, logger="amber.history"):
             assert db.run(_current_database) == expected
         restorer.join()
     assert _retries_logged(caplog), "the outage was never noticed"

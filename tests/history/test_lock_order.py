@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from history import (
+from amber.history import (
     Cursor,
     Database,
     LeaseLost,
@@ -95,7 +95,9 @@ def test_a_report_racing_the_close_of_its_run_gets_lease_lost_not_a_deadlock(
 def test_a_lease_sweep_skips_a_task_whose_run_is_busy_instead_of_waiting_for_it(
     db: Database, database_url: str
 ) -> None:
-    from runtime import EngineSettings, ManualClock, TaskService
+    from amber.runtime.model._clock import ManualClock
+    from amber.runtime.model._settings import EngineSettings
+    from amber.runtime.services._tasks import TaskService
 
     run_id = _new_run(db)
     lost = _leased(db, run_id, TaskKind.ACTIVITY, 0)

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 from psycopg import errors as pgerrors
 
-from history import (
+from amber.history import (
     Appended,
     Cursor,
     Database,

@@ -13,9 +13,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-import history
-import versions
-from history import Database, Migration, apply_migrations, load_migrations
+from amber import history, versions
+from amber.history import Database, Migration, apply_migrations, load_migrations
 from tests.conftest import ROOT, wait_for
 
 # Each creates a table without IF NOT EXISTS: applying one twice is an error, not a no-op.

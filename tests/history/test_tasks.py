@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from psycopg import errors as pgerrors
 
-from history import (
+from amber.history import (
     Cursor,
     Database,
     LeaseLost,

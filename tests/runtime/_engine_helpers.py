@@ -8,17 +8,13 @@ from typing import Any
 
 import msgpack
 
-from abi import ActivityInput
-from history import Run
-from runtime import (
-    ActivityAttempt,
-    AmberClient,
-    Clock,
-    Sandbox,
-    SandboxLimits,
-    Worker,
-    WorkerSettings,
-)
+from amber.abi import ActivityInput
+from amber.history import Run
+from amber.runtime.client._client import AmberClient
+from amber.runtime.model._clock import Clock
+from amber.runtime.replay._activity import ActivityAttempt
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
+from amber.runtime.worker._worker import Worker, WorkerSettings
 
 
 def make_worker(

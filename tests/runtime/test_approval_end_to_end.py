@@ -11,8 +11,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from history import EventType, RunStatus
-from runtime import ApprovalPageOptions, Sandbox, decode
+from amber.history import EventType, RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.server._server import ApprovalPageOptions
 from tests.conftest import InProcessServer
 from tests.runtime._browser import browser  # noqa: F401  (the fixture is used by name)
 from tests.runtime._engine_helpers import make_worker, settle

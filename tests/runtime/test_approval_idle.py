@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from history import Cursor, Database
+from amber.history import Cursor, Database
 from tests.conftest import InProcessServer, Process, wait_for
 
 RUNS = 10_000

@@ -23,19 +23,15 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 from werkzeug.serving import make_server
 
-from abi import RetryableError
-from runtime._approval_page import (
+from amber.abi import RetryableError
+from amber.runtime.approvals._page import (
     MAX_COMMENT_CHARS,
     SECURITY_HEADERS,
     ApprovalPage,
     make_approval_app,
 )
-from runtime._approval_types import (
-    ApprovalClosed,
-    ApprovalView,
-    DecisionOutcome,
-    InvalidToken,
-)
+from amber.runtime.model._approvals import ApprovalView, DecisionOutcome
+from amber.runtime.model._errors import ApprovalClosed, InvalidToken
 from tests.conftest import wait_for
 from tests.runtime._browser import browser
 
@@ -389,7 +385,7 @@ def test_the_served_page_answers_on_its_port_and_keeps_tokens_out_of_the_logs(
     assert url == f"http://127.0.0.1:{served.page.port}/approvals/tok-alice"
     assert served.page.url_for_token("a/b c").endswith("/approvals/a%2Fb%20c")
 
-    with caplog.at_level(logging.DEBUG, logger="runtime._approval_page"):
+    with caplog.at_level(logging.DEBUG, logger="amber.runtime.approvals._page"):
         with urllib.request.urlopen(url, timeout=5) as response:
             assert response.status == 200
             assert response.headers["X-Frame-Options"] == "DENY"

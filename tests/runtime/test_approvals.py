@@ -12,15 +12,12 @@ from typing import Any
 
 import pytest
 
-from history import Database, EventType, RunStatus, audit_for_txn
-from runtime import (
-    ApprovalClosed,
-    InvalidToken,
-    IssuedToken,
-    ManualClock,
-    Sandbox,
-    decode,
-)
+from amber.history import Database, EventType, RunStatus, audit_for_txn
+from amber.runtime.client._client import decode
+from amber.runtime.model._approvals import IssuedToken
+from amber.runtime.model._clock import ManualClock
+from amber.runtime.model._errors import ApprovalClosed, InvalidToken
+from amber.runtime.sandbox._sandbox import Sandbox
 from tests.conftest import InProcessServer
 from tests.runtime._engine_helpers import make_worker, settle
 

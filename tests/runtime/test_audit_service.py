@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from abi import InvalidInput
-from history import AUDIT_GENESIS_HASH, Database
-from runtime._audit_service import AuditService
+from amber.abi import InvalidInput
+from amber.history import AUDIT_GENESIS_HASH, Database
+from amber.runtime.services._audit import AuditService
 from tests.conftest import InProcessServer
 
 ORDER = {"order_id": "A-1", "sku": "BOOK-1", "quantity": 1, "amount_cents": 100}

@@ -11,15 +11,11 @@ from datetime import timedelta
 
 import pytest
 
-from history import EventType, LeaseLost, RunStatus
-from runtime import (
-    ManualClock,
-    QueryFailed,
-    QueryTimedOut,
-    RunClosed,
-    Sandbox,
-    decode,
-)
+from amber.history import EventType, LeaseLost, RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.model._clock import ManualClock
+from amber.runtime.model._errors import QueryFailed, QueryTimedOut, RunClosed
+from amber.runtime.sandbox._sandbox import Sandbox
 from tests.conftest import InProcessServer
 
 from ._engine_helpers import make_worker, query, settle
@@ -148,7 +144,7 @@ def test_a_duplicate_timer_fire_changes_nothing(srv: InProcessServer, sandbox: S
 def test_terminating_closes_a_run_at_once_and_refuses_late_reports(
     srv: InProcessServer, sandbox: Sandbox
 ) -> None:
-    from abi import ActivityOutcome, ActivityStatus
+    from amber.abi import ActivityOutcome, ActivityStatus
 
     run = srv.client.start_run("shipment", SHIPMENT).run.run_id
     from ._engine_helpers import run_one_task
@@ -327,7 +323,7 @@ def test_reset_of_a_waiting_run_restores_its_timer_and_terminates_the_old_one(
 def test_a_second_completion_of_the_same_attempt_changes_nothing(
     srv: InProcessServer, sandbox: Sandbox
 ) -> None:
-    from abi import ActivityOutcome, ActivityStatus
+    from amber.abi import ActivityOutcome, ActivityStatus
 
     from ._engine_helpers import run_one_task
 
@@ -381,7 +377,7 @@ def test_an_activity_not_yet_started_is_not_started_after_cancellation(
 def test_a_timer_whose_firing_fails_is_retried_later_and_does_not_block_others(
     srv: InProcessServer, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime._timers_service import TimerService
+    from amber.runtime.services._timers import TimerService
 
     worker = make_worker(srv.client, sandbox, clock=srv.clock)
     broken = srv.client.start_run("shipment", SHIPMENT).run.run_id
@@ -485,7 +481,7 @@ def test_continue_as_new_keeps_the_deadline_and_the_signal_ids(
 def test_reset_points_that_cannot_be_faithful_are_refused(
     srv: InProcessServer, sandbox: Sandbox
 ) -> None:
-    from abi import InvalidInput
+    from amber.abi import InvalidInput
 
     worker = make_worker(srv.client, sandbox, clock=srv.clock)
     order = {"order_id": "R-1", "sku": "S", "quantity": 1, "amount_cents": 10}
@@ -526,7 +522,7 @@ def test_reset_after_a_cancellation_request_does_not_restart_open_activities(
 
 
 def test_operator_notes_and_timeouts_are_bounded(srv: InProcessServer) -> None:
-    from abi import InvalidInput
+    from amber.abi import InvalidInput
 
     run = srv.client.start_run("sleeper", {"ms": 1000}).run.run_id
     with pytest.raises(InvalidInput, match="reason is 5000 characters"):

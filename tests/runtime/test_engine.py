@@ -8,18 +8,15 @@ from datetime import timedelta
 
 import pytest
 
-from abi import InvalidInput
-from history import EventType, LeaseLost, RunStatus, VersionConflict, WorkflowIdInUse
-from runtime import (
-    EngineSettings,
-    PayloadTooLarge,
-    RetryPolicy,
-    Sandbox,
-    WorkflowCompletion,
-    decode,
-)
+from amber.abi import InvalidInput
+from amber.history import EventType, LeaseLost, RunStatus, VersionConflict, WorkflowIdInUse
+from amber.runtime.client._client import decode
+from amber.runtime.model._errors import PayloadTooLarge
+from amber.runtime.model._settings import EngineSettings, RetryPolicy
+from amber.runtime.model._tasks import WorkflowCompletion
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.versions import InvalidModule, UnknownWorkflowType
 from tests.conftest import InProcessServer
-from versions import InvalidModule, UnknownWorkflowType
 
 from ._engine_helpers import drive, make_worker, run_one_task
 
@@ -89,7 +86,7 @@ def test_a_retryable_activity_error_is_retried_and_the_next_attempt_succeeds(
 def test_a_crashing_activity_is_poisoned_not_failed(
     make_server, modules: dict[str, bytes], sandbox: Sandbox
 ) -> None:
-    from runtime import PoisonPolicy
+    from amber.runtime.model._settings import PoisonPolicy
 
     fast = PoisonPolicy(crash_backoff=timedelta(milliseconds=10))
     srv = make_server(settings=EngineSettings(poison=fast))
@@ -185,7 +182,7 @@ def test_a_late_duplicate_activity_result_is_rejected_by_the_fencing_token(
     assert fast is not None and fast.task_id == slow.task_id and fast.fencing > slow.fencing
     assert fast.attempt == slow.attempt + 1
 
-    from abi import ActivityOutcome, ActivityStatus
+    from amber.abi import ActivityOutcome, ActivityStatus
 
     outcome = ActivityOutcome(status=ActivityStatus.COMPLETED, result=b"\x80")
     srv.client.complete_activity(fast, outcome, worker_id="fast")
@@ -215,7 +212,7 @@ def test_a_stale_workflow_completion_is_a_typed_version_conflict(
 
 
 def task_status(value: str):
-    from abi import WorkflowStatus
+    from amber.abi import WorkflowStatus
 
     return WorkflowStatus(value)
 
@@ -239,7 +236,8 @@ def test_each_activity_completion_is_recorded_once_per_step(
 def test_limits_fail_activations_with_their_own_reasons_and_the_worker_goes_on(
     make_server, modules: dict[str, bytes], sandbox: Sandbox
 ) -> None:
-    from runtime import SandboxLimits, Worker, WorkerSettings
+    from amber.runtime.sandbox._sandbox import SandboxLimits
+    from amber.runtime.worker._worker import Worker, WorkerSettings
 
     tight = SandboxLimits(fuel=20_000_000, memory_bytes=8 * 2**20, deadline_s=0.5)
     settings = WorkerSettings(
@@ -267,7 +265,9 @@ def test_limits_fail_activations_with_their_own_reasons_and_the_worker_goes_on(
 def test_reporting_a_task_hands_back_the_next_one_in_the_same_transaction(
     make_server, modules: dict[str, bytes], sandbox: Sandbox
 ) -> None:
-    from runtime import NewCommand, SandboxLimits, WorkflowActivation, activate_workflow
+    from amber.runtime.model._tasks import NewCommand
+    from amber.runtime.replay._replay import WorkflowActivation, activate_workflow
+    from amber.runtime.sandbox._sandbox import SandboxLimits
 
     srv = make_server()
     _upload(srv, modules, "orders")

@@ -15,8 +15,11 @@ from datetime import timedelta
 
 import pytest
 
-from history import Database, EventType, RunStatus
-from runtime import AmberClient, AmberServer, ManualClock, Sandbox, decode
+from amber.history import Database, EventType, RunStatus
+from amber.runtime.client._client import AmberClient, decode
+from amber.runtime.model._clock import ManualClock
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.server._server import AmberServer
 from tests.conftest import Process, wait_for
 from tests.payment_service import ChargeResponse, PaymentService
 

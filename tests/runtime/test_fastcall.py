@@ -13,19 +13,15 @@ import pytest
 import wasmtime
 import wasmtime._func
 
-from abi import ENTRY_SIGNATURE, Signature, WorkflowStatus
-from runtime import (
-    GuestFault,
-    ManualClock,
-    Sandbox,
-    SandboxEngine,
-    SandboxLimits,
-    WorkflowActivation,
-    _fastcall,
-    activate_workflow,
-    run_activity,
-)
-from runtime._fastcall import FastExports, InstanceExports, PublicExports
+from amber.abi import ENTRY_SIGNATURE, Signature, WorkflowStatus
+from amber.runtime.model._clock import ManualClock
+from amber.runtime.model._faults import GuestFault
+from amber.runtime.replay._activity import run_activity
+from amber.runtime.replay._replay import WorkflowActivation, activate_workflow
+from amber.runtime.sandbox import _fastcall as _fastcall
+from amber.runtime.sandbox._engine import SandboxEngine
+from amber.runtime.sandbox._fastcall import FastExports, InstanceExports, PublicExports
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from tests.runtime._engine_helpers import activity_attempt
 
 PATHS: dict[str, Callable[..., InstanceExports]] = {

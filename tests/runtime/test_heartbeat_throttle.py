@@ -8,10 +8,10 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from history import TaskKind
-from runtime import SystemClock
-from runtime._heartbeat import GUEST_HEARTBEAT_INTERVAL_S, Heartbeats
-from runtime._tasks_service import HeartbeatAck, LeasedTask
+from amber.history import TaskKind
+from amber.runtime.model._clock import SystemClock
+from amber.runtime.model._tasks import HeartbeatAck, LeasedTask
+from amber.runtime.worker._heartbeat import GUEST_HEARTBEAT_INTERVAL_S, Heartbeats
 
 
 class _Recorder:

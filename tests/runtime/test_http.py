@@ -16,9 +16,9 @@ from typing import Any
 import msgpack
 import pytest
 
-from abi import ManifestError, parse_manifest
-from runtime import AbiViolation, DeadlineExceeded
-from runtime._http import (
+from amber.abi import ManifestError, parse_manifest
+from amber.runtime.model._faults import AbiViolation, DeadlineExceeded
+from amber.runtime.sandbox._http import (
     MAX_BODY_BYTES,
     MAX_REQUEST_BYTES,
     HttpPolicy,

@@ -9,21 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from abi import InvalidInput
-from history import Crash, Task, TaskKind, TaskState
-from runtime import (
-    ActivationKind,
-    ActivationRequest,
-    NotAuthorised,
-    Operators,
-    PoisonPolicy,
-    Repro,
-    SandboxLimits,
-    fingerprint,
-    token_hash,
-)
-from runtime._poison import judge
-from runtime._repro import repro_of
+from amber.abi import InvalidInput
+from amber.history import Crash, Task, TaskKind, TaskState
+from amber.runtime.model._errors import NotAuthorised
+from amber.runtime.model._settings import PoisonPolicy
+from amber.runtime.sandbox._host import ActivationKind
+from amber.runtime.sandbox._repro import Repro, repro_of
+from amber.runtime.sandbox._sandbox import ActivationRequest, SandboxLimits
+from amber.runtime.server._operators import Operators, token_hash
+from amber.runtime.services._poison import fingerprint, judge
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 POLICY = PoisonPolicy()

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from history import EventType, RunStatus
-from runtime import AmberClient, decode
+from amber.history import EventType, RunStatus
+from amber.runtime.client._client import AmberClient, decode
 from tests.conftest import Process, wait_for
 
 RUNS = 50

@@ -13,9 +13,12 @@ from datetime import timedelta
 
 import pytest
 
-from abi import ActivityOutcome, ActivityStatus, InvalidInput
-from history import EventType, LeaseLost, RunStatus
-from runtime import EngineSettings, Sandbox, Worker, WorkerSettings, decode
+from amber.abi import ActivityOutcome, ActivityStatus, InvalidInput
+from amber.history import EventType, LeaseLost, RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.model._settings import EngineSettings
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.worker._worker import Worker, WorkerSettings
 from tests.conftest import InProcessServer, wait_for
 
 HOUR_LEASE = EngineSettings(lease=timedelta(hours=1))

@@ -20,18 +20,13 @@ from typing import Any
 import msgpack
 import pytest
 
-from abi import ScheduleActivity, WorkflowStatus
-from history import Event, EventType
-from runtime import (
-    NonDeterminism,
-    Sandbox,
-    SandboxLimits,
-    WorkflowActivation,
-    activate_workflow,
-    decode,
-    from_ms,
-    to_ms,
-)
+from amber.abi import ScheduleActivity, WorkflowStatus
+from amber.history import Event, EventType
+from amber.runtime.client._client import decode
+from amber.runtime.model._clock import from_ms, to_ms
+from amber.runtime.model._faults import NonDeterminism
+from amber.runtime.replay._replay import WorkflowActivation, activate_workflow
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from tests.conftest import InProcessServer
 
 from ._engine_helpers import drive, make_worker
@@ -196,8 +191,9 @@ def test_a_workflow_that_stops_short_of_its_history_is_non_deterministic(
 
 
 def test_replayed_now_and_random_values_must_be_the_recorded_ones() -> None:
-    from abi import RecordNow, RecordRandom
-    from runtime._replay import RecordedCommand, _matches
+    from amber.abi import RecordNow, RecordRandom
+    from amber.runtime.model._projection import RecordedCommand
+    from amber.runtime.replay._replay import _matches
 
     recorded = RecordedCommand(cmd=0, seq=2, kind="random", value=b"\x00" * 16)
     assert _matches(recorded, RecordRandom(value=b"\x00" * 16))

@@ -11,19 +11,13 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from abi import InvalidInput, ScheduleActivity, WorkflowStatus
-from history import Database, EventType, LeaseLost, RunStatus, TaskKind
-from runtime import (
-    AmberClient,
-    AmberServer,
-    HeartbeatAck,
-    LeasedTask,
-    NewCommand,
-    Sandbox,
-    WorkflowCompletion,
-    decode,
-)
-from runtime._heartbeat import Heartbeats
+from amber.abi import InvalidInput, ScheduleActivity, WorkflowStatus
+from amber.history import Database, EventType, LeaseLost, RunStatus, TaskKind
+from amber.runtime.client._client import AmberClient, decode
+from amber.runtime.model._tasks import HeartbeatAck, LeasedTask, NewCommand, WorkflowCompletion
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.server._server import AmberServer
+from amber.runtime.worker._heartbeat import Heartbeats
 from tests.conftest import InProcessServer
 from tests.history._proxy import PgProxy, upstream_of
 
@@ -62,7 +56,7 @@ def _leased(task_id: int, lease_s: float) -> LeasedTask:
 def test_a_late_lease_lost_for_the_last_task_does_not_stop_renewing_the_next() -> None:
     a, b = _leased(1, 0.3), _leased(2, 0.3)
     client = _SlowLosingClient(a)
-    from runtime import SystemClock
+    from amber.runtime.model._clock import SystemClock
 
     beat = Heartbeats(client, "w", SystemClock())  # type: ignore[arg-type]
     beat.start()
@@ -87,7 +81,8 @@ def proxied_server(database_url: str, db: Database) -> Iterator[tuple[InProcessS
     if upstream is None:
         pytest.skip("cannot tell where the test database listens")
     proxy = PgProxy(upstream)
-    from runtime import EngineSettings, SystemClock
+    from amber.runtime.model._clock import SystemClock
+    from amber.runtime.model._settings import EngineSettings
 
     # A server that gives up on the database quickly, so the outage reaches the worker.
     proxied_db = Database(proxy.dsn(database_url), connect_timeout_s=0.5, attempts=2).open()
@@ -205,7 +200,7 @@ def test_the_server_refuses_malformed_completions_and_writes_nothing(
 def test_runs_are_found_by_workflow_id_and_only_within_their_tenant(
     make_server, modules: dict[str, bytes], sandbox: Sandbox
 ) -> None:
-    from history import RunNotFound
+    from amber.history import RunNotFound
 
     srv = make_server()
     srv.client.upload_version(modules["orders"], promote=True)
@@ -224,7 +219,9 @@ def test_runs_are_found_by_workflow_id_and_only_within_their_tenant(
 def test_an_activity_blocked_past_its_deadline_fails_typed_and_the_worker_goes_on(
     make_server, modules: dict[str, bytes], sandbox: Sandbox
 ) -> None:
-    from runtime import EngineSettings, PoisonPolicy, SandboxLimits, Worker, WorkerSettings
+    from amber.runtime.model._settings import EngineSettings, PoisonPolicy
+    from amber.runtime.sandbox._sandbox import SandboxLimits
+    from amber.runtime.worker._worker import Worker, WorkerSettings
 
     later = PoisonPolicy(crash_backoff=timedelta(hours=1))  # a crash is not retried in the test
     srv = make_server(settings=EngineSettings(poison=later))

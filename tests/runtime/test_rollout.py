@@ -17,11 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from abi import InvalidInput
-from history import EventType, RunStatus
-from runtime import AmberClient, Clock, Sandbox, SandboxEngine, SystemClock, Worker, decode
+from amber.abi import InvalidInput
+from amber.history import EventType, RunStatus
+from amber.runtime.client._client import AmberClient, decode
+from amber.runtime.model._clock import Clock, SystemClock
+from amber.runtime.sandbox._engine import SandboxEngine
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.worker._worker import Worker
+from amber.versions import (
+    LabelConflict,
+    UnknownWorkflowType,
+    VersionInUse,
+    VersionNotFound,
+    bucket_of,
+)
 from tests.conftest import InProcessServer
-from versions import LabelConflict, UnknownWorkflowType, VersionInUse, VersionNotFound, bucket_of
 
 from ._engine_helpers import make_worker, settle
 
@@ -286,8 +296,8 @@ def test_removing_a_patch_is_non_determinism_for_histories_that_hold_its_marker(
 def test_a_worker_cannot_move_a_run_to_a_version_it_was_not_offered(
     srv: InProcessServer, v1: str, v2: str
 ) -> None:
-    from abi import WorkflowStatus
-    from runtime import WorkflowCompletion
+    from amber.abi import WorkflowStatus
+    from amber.runtime.model._tasks import WorkflowCompletion
 
     run = srv.client.start_run(TYPE, {"user": "f"}).run.run_id
     task = srv.client.poll_task(worker_id="forger", wait_s=1)
@@ -306,8 +316,8 @@ def test_a_worker_cannot_move_a_run_to_a_version_it_was_not_offered(
 def test_an_upgrade_offer_withdrawn_before_the_report_runs_the_activation_again(
     srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str
 ) -> None:
-    from abi import WorkflowStatus
-    from runtime import WorkflowCompletion
+    from amber.abi import WorkflowStatus
+    from amber.runtime.model._tasks import WorkflowCompletion
 
     srv.client.check_version(v2, TYPE, wait_s=5)  # no runs: passes
     srv.client.change_rollout(TYPE, "auto_upgrade", v2)
@@ -328,7 +338,7 @@ def test_an_upgrade_offer_withdrawn_before_the_report_runs_the_activation_again(
 def test_a_migration_is_skipped_for_a_run_whose_history_grew_since_its_check(
     srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from runtime._migration import MigrationService
+    from amber.runtime.services._migration import MigrationService
 
     worker = make_worker(srv.client, sandbox)
     (run,) = _park(srv, worker, ["grown"]).values()
@@ -398,7 +408,7 @@ def test_retiring_rollout_pointers_is_refused_or_clears_them(
 def test_health_counts_failures_by_reason_and_fuel_per_version(
     srv: InProcessServer, sandbox: Sandbox, v1: str
 ) -> None:
-    from runtime import FailureReport
+    from amber.runtime.model._tasks import FailureReport
 
     srv.client.start_run(TYPE, {"user": "h"})
     task = srv.client.poll_task(worker_id="w", wait_s=1)

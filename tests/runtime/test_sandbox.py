@@ -9,8 +9,9 @@ import time
 import msgpack
 import pytest
 
-from abi import ActivityStatus, WorkflowStatus
-from runtime import (
+from amber.abi import ActivityStatus, WorkflowStatus
+from amber.runtime.model._clock import SystemClock
+from amber.runtime.model._faults import (
     AbiViolation,
     DeadlineExceeded,
     FailureReason,
@@ -19,16 +20,12 @@ from runtime import (
     MalformedOutput,
     MemoryLimitExceeded,
     OutOfFuel,
-    Sandbox,
-    SandboxEngine,
-    SandboxLimits,
-    SystemClock,
-    WorkflowActivation,
-    WorkflowStep,
-    activate_workflow,
-    run_activity,
 )
-from runtime._ids import new_run_id
+from amber.runtime.model._ids import new_run_id
+from amber.runtime.replay._activity import run_activity
+from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
+from amber.runtime.sandbox._engine import SandboxEngine
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from tests.runtime._engine_helpers import activity_attempt
 
 LIMITS = SandboxLimits(fuel=50_000_000, memory_bytes=16 * 2**20, deadline_s=2.0)
@@ -183,7 +180,7 @@ def test_the_orders_workflow_suspends_on_its_first_activity(
 
 
 def test_an_unknown_module_version_is_a_typed_failure(sandbox: Sandbox) -> None:
-    from runtime import ModuleUnavailable
+    from amber.runtime.model._faults import ModuleUnavailable
 
     with pytest.raises(ModuleUnavailable) as caught:
         _activity(sandbox, "0" * 64, "spin")
@@ -196,7 +193,7 @@ def test_growing_a_table_is_held_to_the_table_limit(sandbox_engine: SandboxEngin
 
     import wasmtime
 
-    from abi import MANIFEST_SECTION, custom_section
+    from amber.abi import MANIFEST_SECTION, custom_section
 
     wat = """
     (module

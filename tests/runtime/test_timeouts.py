@@ -11,15 +11,12 @@ from datetime import timedelta
 
 import pytest
 
-from abi import ActivityOutcome, ActivityStatus, ErrorInfo
-from history import EventType, RunStatus
-from runtime import (
-    EngineSettings,
-    FailureReport,
-    LeasedTask,
-    ManualClock,
-    Sandbox,
-)
+from amber.abi import ActivityOutcome, ActivityStatus, ErrorInfo
+from amber.history import EventType, RunStatus
+from amber.runtime.model._clock import ManualClock
+from amber.runtime.model._settings import EngineSettings
+from amber.runtime.model._tasks import FailureReport, LeasedTask
+from amber.runtime.sandbox._sandbox import Sandbox
 from tests.conftest import InProcessServer
 
 from ._engine_helpers import make_worker, run_one_task, settle

@@ -13,7 +13,8 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runtime import JsonLinesExporter, Sandbox
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.worker._tracing import JsonLinesExporter
 
 from ._engine_helpers import drive, make_worker
 

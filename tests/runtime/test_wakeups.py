@@ -16,11 +16,13 @@ from typing import Any
 
 import grpc
 
-from abi import AmberError
-from history import Database
-from runtime import AmberClient, AmberServer, LeasedTask
-from runtime.api import amber_pb2 as pb
-from runtime.api import amber_pb2_grpc as pb_grpc
+from amber.abi import AmberError
+from amber.history import Database
+from amber.runtime.api import amber_pb2 as pb
+from amber.runtime.api import amber_pb2_grpc as pb_grpc
+from amber.runtime.client._client import AmberClient
+from amber.runtime.model._tasks import LeasedTask
+from amber.runtime.server._server import AmberServer
 from tests.conftest import InProcessServer
 
 POLL_S = 30.0

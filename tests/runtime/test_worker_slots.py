@@ -7,8 +7,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 
-from history import EventType, RunStatus
-from runtime import Sandbox, Worker, WorkerSettings, decode
+from amber.history import EventType, RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.worker._worker import Worker, WorkerSettings
 from tests.conftest import InProcessServer, wait_for
 
 RUNS = 40

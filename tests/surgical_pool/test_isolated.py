@@ -17,42 +17,40 @@ from pathlib import Path
 import msgpack
 import pytest
 
-import runtime._faults
-from abi import (
+from amber.abi import (
     TEST_HOST_IMPORTS_ENV,
     ActivityInput,
     encode_activity_input,
     encode_workflow_input,
 )
-from runtime import (
+from amber.runtime.model import _faults
+from amber.runtime.model._clock import ManualClock, SystemClock
+from amber.runtime.model._faults import (
     AbiViolation,
-    ActivationKind,
-    ActivationRequest,
-    ActivityHost,
     DeadlineExceeded,
     FailureReason,
     GuestFault,
     GuestTrap,
-    HostCallRecord,
+    HostCrash,
     MalformedOutput,
-    ManualClock,
     MemoryLimitExceeded,
     ModuleUnavailable,
     NonDeterminism,
     OutOfFuel,
+)
+from amber.runtime.replay._replay import WorkflowActivation, activate_workflow
+from amber.runtime.sandbox._engine import SandboxEngine
+from amber.runtime.sandbox._host import ActivationKind, ActivityHost, HostCallRecord
+from amber.runtime.sandbox._sandbox import (
+    ActivationRequest,
     RawOutput,
     Sandbox,
-    SandboxEngine,
     SandboxLimits,
     SandboxRunner,
-    SystemClock,
-    WorkflowActivation,
-    activate_workflow,
 )
-from runtime._faults import HostCrash
-from surgical_pool._frames import FAULT_TYPES, fault_frame, fault_from_frame
-from surgical_pool._isolated import IsolatedSandbox
-from versions import InvalidModule, VersionNotFound, validate_module
+from amber.surgical_pool._frames import FAULT_TYPES, fault_frame, fault_from_frame
+from amber.surgical_pool._isolated import IsolatedSandbox
+from amber.versions import InvalidModule, VersionNotFound, validate_module
 
 LIMITS = SandboxLimits(fuel=50_000_000, memory_bytes=16 * 2**20, deadline_s=2.0)
 
@@ -308,7 +306,7 @@ def test_a_trap_keeps_its_trap_code_and_what_was_published(
 def test_every_guest_fault_type_can_cross_the_process_boundary() -> None:
     defined = {
         value
-        for value in vars(runtime._faults).values()
+        for value in vars(_faults).values()
         if isinstance(value, type) and issubclass(value, GuestFault) and value is not GuestFault
     }
     assert defined <= set(FAULT_TYPES.values())
@@ -553,7 +551,7 @@ def test_children_share_the_artifact_cache_and_fetch_a_module_only_on_a_miss(
 def test_a_module_source_outage_propagates_unchanged(
     tmp_path: Path, modules: dict[str, bytes]
 ) -> None:
-    from abi import RetryableError
+    from amber.abi import RetryableError
 
     def down(digest: str) -> bytes:
         raise RetryableError("server unreachable")
@@ -609,7 +607,7 @@ def test_a_module_importing_test_exit_is_refused_where_test_imports_are_off(
 
 
 def test_test_imports_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    from abi import HOST_IMPORTS, TEST_HOST_IMPORTS, allowed_host_imports
+    from amber.abi import HOST_IMPORTS, TEST_HOST_IMPORTS, allowed_host_imports
 
     monkeypatch.setenv(TEST_HOST_IMPORTS_ENV, "1")
     assert allowed_host_imports() == {**HOST_IMPORTS, **TEST_HOST_IMPORTS}

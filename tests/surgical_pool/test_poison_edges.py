@@ -12,20 +12,15 @@ from typing import Any
 
 import pytest
 
-import runtime._triage as triage_module
-from abi import ActivityOutcome, ActivityStatus, ErrorInfo, InvalidInput
-from history import Database, EventType, Suspension, suspend_run_txn
-from runtime import (
-    EngineSettings,
-    FailureReport,
-    LeasedTask,
-    ManualClock,
-    PayloadTooLarge,
-    PoisonPolicy,
-    RetryPolicy,
-    Sandbox,
-    TriageService,
-)
+import amber.runtime.services._triage as triage_module
+from amber.abi import ActivityOutcome, ActivityStatus, ErrorInfo, InvalidInput
+from amber.history import Database, EventType, Suspension, suspend_run_txn
+from amber.runtime.model._clock import ManualClock
+from amber.runtime.model._errors import PayloadTooLarge
+from amber.runtime.model._settings import EngineSettings, PoisonPolicy, RetryPolicy
+from amber.runtime.model._tasks import FailureReport, LeasedTask
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.services._triage import TriageService
 from tests.conftest import InProcessServer
 from tests.runtime._engine_helpers import run_one_task
 

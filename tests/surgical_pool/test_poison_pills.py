@@ -17,26 +17,20 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from abi import InvalidInput
-from history import EventType, RunStatus
-from runtime import (
-    Bundle,
-    Clock,
-    EngineSettings,
-    JsonLinesExporter,
-    ManualClock,
-    NotTroubled,
-    PoisonPolicy,
-    Sandbox,
-    SandboxEngine,
-    SystemClock,
-    Worker,
-    WorkerSettings,
-    decode,
-)
-from surgical_pool import IsolatedSandbox, SurgicalWorker, replay_bundle
+from amber.abi import InvalidInput
+from amber.history import EventType, RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.model._bundle import Bundle
+from amber.runtime.model._clock import Clock, ManualClock, SystemClock
+from amber.runtime.model._errors import NotTroubled
+from amber.runtime.model._settings import EngineSettings, PoisonPolicy
+from amber.runtime.sandbox._engine import SandboxEngine
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.worker._tracing import JsonLinesExporter
+from amber.runtime.worker._worker import Worker, WorkerSettings
+from amber.surgical_pool import IsolatedSandbox, SurgicalWorker, replay_bundle
+from amber.tools._build import build_module
 from tests.conftest import ROOT, InProcessServer, Process, wait_for
-from tools._build import build_module
 
 FAST = PoisonPolicy(
     crashes_to_poison=3,
@@ -107,7 +101,7 @@ def _traced_to(path: Path) -> TracerProvider:
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tools.cli", *args],
+        [sys.executable, "-m", "amber.tools.cli", *args],
         cwd=ROOT,
         env=env if env is not None else dict(os.environ),
         capture_output=True,

@@ -13,9 +13,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from abi import WorkflowStatus
-from runtime import ActivationStats, WorkflowStep
-from tools._bench_sandbox import REPLAY_STEPS, WrongOutcome, _check_replay, measure_sandbox
+from amber.abi import WorkflowStatus
+from amber.runtime.model._tasks import ActivationStats
+from amber.runtime.replay._replay import WorkflowStep
+from amber.tools._bench_sandbox import REPLAY_STEPS, WrongOutcome, _check_replay, measure_sandbox
 
 REPETITIONS, REPLAY_REPETITIONS = 20, 5
 BREAKDOWN = (

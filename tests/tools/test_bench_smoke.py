@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT
-from tools._bench_compare import compare, format_table
-from tools._bench_peers import (
+from amber.tools._bench_compare import compare, format_table
+from amber.tools._bench_peers import (
     DBOS_CONFIGS,
     DEFAULT_SCRIPT,
     HEADLINE_TEMPORAL,
@@ -28,6 +27,7 @@ from tools._bench_peers import (
     parse_configs,
     run_peers,
 )
+from tests.conftest import ROOT
 
 N, K, W, LATENCY_RUNS = 5, 2, 2, 2
 IDLE_RUNS, RECOVERY_RUNS = 20, 10
@@ -72,7 +72,7 @@ def bench(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     """One `amber bench` run without the peers (it must exit 0): its JSON and its stdout."""
     output = tmp_path_factory.mktemp("bench") / "amber.json"
     command = [
-        *(sys.executable, "-m", "tools.cli", "bench", "--database-url", server_url),
+        *(sys.executable, "-m", "amber.tools.cli", "bench", "--database-url", server_url),
         *("--n", str(N), "--k", str(K), "--w", str(W), "--latency-runs", str(LATENCY_RUNS)),
         *("--stats-settle", "1.5", "--commit-probe", "0.5", "--output", str(output)),
         *("--idle-runs", str(IDLE_RUNS), "--recovery-runs", str(RECOVERY_RUNS)),

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Sandbox, Worker, WorkerSettings
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.worker._worker import Worker, WorkerSettings
+from amber.tools.cli import main
 from tests.conftest import ROOT, InProcessServer
-from tools.cli import main
 
 ORDER_JSON = '{"order_id": "C-1", "sku": "X", "quantity": 1, "amount_cents": 10}'
 
@@ -118,7 +119,7 @@ def test_uploading_garbage_is_refused(
 def test_amber_dev_once_runs_the_demo_on_embedded_postgres(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "AMBER_DATABASE_URL"}
     done = subprocess.run(
-        [sys.executable, "-m", "tools.cli", "dev", "--once", "--home", str(tmp_path / "home"),
+        [sys.executable, "-m", "amber.tools.cli", "dev", "--once", "--home", str(tmp_path / "home"),
          "--listen", "127.0.0.1:0"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

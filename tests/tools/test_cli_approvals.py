@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from history import Database
+from amber.history import Database
 from tests.conftest import InProcessServer, wait_for
 from tests.tools.test_cli import amber, served  # noqa: F401  (the fixture is used by name)
 

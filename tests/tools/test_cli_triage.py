@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from history import Database, EventType
-from runtime import AmberClient, AmberServer, NotAuthorised, Operators, token_hash
+from amber.history import Database, EventType
+from amber.runtime.client._client import AmberClient
+from amber.runtime.model._errors import NotAuthorised
+from amber.runtime.server._operators import Operators, token_hash
+from amber.runtime.server._server import AmberServer
+from amber.tools.cli import main
 from tests.conftest import InProcessServer, wait_for
 from tests.tools.test_cli import amber, served  # noqa: F401  (the fixture is used by name)
-from tools.cli import main
 
 
 def _poisoned(srv: InProcessServer, modules: dict[str, bytes]) -> str:

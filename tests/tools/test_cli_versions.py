@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime import Sandbox
+from amber.runtime.sandbox._sandbox import Sandbox
 from tests.conftest import InProcessServer
 from tests.tools.test_cli import amber, served  # noqa: F401  (the fixture is used by name)
 

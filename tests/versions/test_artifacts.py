@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import wasmtime
 
-from versions import WASMTIME_VERSION, ArtifactCache, InvalidModule
+from amber.versions import WASMTIME_VERSION, ArtifactCache, InvalidModule
 
 FLAGS = "fuel=1;epoch=1"
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import wasmtime
 
-from abi import MANIFEST_SECTION, InvalidInput, NotFound, custom_section
-from history import Cursor, Database
-from versions import (
+from amber.abi import MANIFEST_SECTION, InvalidInput, NotFound, custom_section
+from amber.history import Cursor, Database
+from amber.versions import (
     AmbiguousVersion,
     InvalidModule,
     ModuleTooLarge,

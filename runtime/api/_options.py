@@ -1,0 +1,14 @@
+"""TODO docstring"""
+
+from __future__ import annotations
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
+
+GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+OPERATOR_TOKEN_HEADER = "x-amber-operator-token"

@@ -1,0 +1,641 @@
+"""The Python client: what applications, the CLI and workers use to talk to an Amber server."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import grpc
+import msgpack
+
+from amber.abi import ActivityOutcome, ErrorInfo
+from amber.history import Approval, AuditEntry, AuditVerification, Event, Run, Troubled
+from amber.runtime.api import GRPC_OPTIONS, OPERATOR_TOKEN_HEADER, error_from_rpc
+from amber.runtime.api import amber_pb2 as pb
+from amber.runtime.api import amber_pb2_grpc as pb_grpc
+from amber.runtime.api import approval_mapping as am
+from amber.runtime.api import mapping as m
+from amber.runtime.model import (
+    MAX_HISTORY_PAGE,
+    ActivationStats,
+    ApprovalDetail,
+    DecisionOutcome,
+    FailureReport,
+    HeartbeatAck,
+    LeasedTask,
+    RunCheck,
+    RunDescription,
+    StartResult,
+    TriageOutcome,
+    WorkflowCompletion,
+    from_ms,
+)
+from amber.versions import ModuleVersion, TypeStatus, UploadResult
+
+T = TypeVar("T")
+DEFAULT_TARGET = "127.0.0.1:7233"
+
+
+def encode(value: Any) -> bytes:
+    """A Python value as a msgpack payload (what workflows and activities receive)."""
+    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    return packed
+
+
+def decode(payload: bytes | None) -> Any:
+    """A msgpack payload as a Python value."""
+    return None if payload is None else msgpack.unpackb(payload, raw=False)
+
+
+class AmberClient:
+    """A connection to one Amber server. Thread-safe. Errors come back as Amber's typed errors."""
+
+    def __init__(
+        self, target: str = DEFAULT_TARGET, *, timeout_s: float = 30.0, operator_token: str = ""
+    ) -> None:
+        self.target = target
+        self._timeout = timeout_s
+        self._operator_token = operator_token
+        """Sent with operator commands (triage) to a server that checks operator tokens."""
+        self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
+        self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> AmberClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(
+        self,
+        rpc: Callable[..., T],
+        request: Any,
+        *,
+        extra_timeout_s: float = 0.0,
+        operator: bool = False,
+    ) -> T:
+        metadata = (
+            ((OPERATOR_TOKEN_HEADER, self._operator_token),)
+            if operator and self._operator_token
+            else None
+        )
+        try:
+            return rpc(request, timeout=self._timeout + extra_timeout_s, metadata=metadata)
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc) from None
+
+    def wait_ready(self, timeout_s: float = 10.0) -> None:
+        """Block until the server accepts connections."""
+        try:
+            grpc.channel_ready_future(self._channel).result(timeout=timeout_s)
+        except grpc.FutureTimeoutError:
+            raise TimeoutError(f"no Amber server at {self.target} after {timeout_s} s") from None
+
+    # -- runs --------------------------------------------------------------------------------
+
+    def start_run(
+        self,
+        workflow_type: str,
+        input: Any = None,
+        *,
+        raw_input: bytes | None = None,
+        workflow_id: str = "",
+        version: str = "",
+        tenant: str = "",
+        queue: str = "",
+        execution_timeout_s: float = 0.0,
+        signal: str = "",
+        signal_payload: Any = None,
+        signal_request_id: str = "",
+    ) -> StartResult:
+        """Start a run (idempotent on `workflow_id`). `input` is msgpack-encoded for you.
+
+        With `signal`, this is signal-with-start: the signal is delivered to the run, which is
+        started first unless it already runs.
+        """
+        request = pb.StartRunRequest(
+            workflow_type=workflow_type,
+            input=raw_input if raw_input is not None else encode(input),
+            workflow_id=workflow_id,
+            version=version,
+            tenant=tenant,
+            queue=queue,
+            execution_timeout_ms=int(execution_timeout_s * 1000),
+            signal_name=signal,
+            signal_payload=encode(signal_payload) if signal else b"",
+            signal_request_id=signal_request_id,
+        )
+        response = self._call(self._stub.StartRun, request)
+        return StartResult(
+            run=m.run_from_pb(response.run),
+            already_started=response.already_started,
+            signalled=response.signalled,
+        )
+
+    def signal(
+        self,
+        run: str,
+        name: str,
+        payload: Any = None,
+        *,
+        request_id: str = "",
+        tenant: str = "",
+        raw_payload: bytes | None = None,
+    ) -> bool:
+        """Send a signal; returns False when `request_id` was already delivered (a no-op)."""
+        request = pb.SignalRunRequest(
+            run_id=run,
+            tenant=tenant,
+            name=name,
+            payload=raw_payload if raw_payload is not None else encode(payload),
+            request_id=request_id,
+        )
+        return not self._call(self._stub.SignalRun, request).duplicate
+
+    def query(self, run: str, name: str, *, wait_s: float = 10.0, tenant: str = "") -> Any:
+        """The value the workflow last published under `name` (decoded), replayed by a worker."""
+        request = pb.QueryRunRequest(
+            run_id=run, tenant=tenant, name=name, wait_ms=int(wait_s * 1000)
+        )
+        return decode(self._call(self._stub.QueryRun, request, extra_timeout_s=wait_s).result)
+
+    def cancel(self, run: str, *, reason: str = "", operator: str = "", tenant: str = "") -> bool:
+        """Request cancellation; returns False if it had already been requested."""
+        request = pb.CancelRunRequest(run_id=run, tenant=tenant, reason=reason, operator=operator)
+        return not self._call(self._stub.CancelRun, request, operator=True).already_requested
+
+    def terminate(self, run: str, *, reason: str, operator: str = "", tenant: str = "") -> None:
+        """Close a run at once (audited with `reason` and `operator`)."""
+        request = pb.TerminateRunRequest(
+            run_id=run, tenant=tenant, reason=reason, operator=operator
+        )
+        self._call(self._stub.TerminateRun, request, operator=True)
+
+    def reset(
+        self, run: str, *, to_event: int, reason: str, operator: str = "", tenant: str = ""
+    ) -> Run:
+        """Start a new run replaying this one's history up to `to_event`; returns it."""
+        request = pb.ResetRunRequest(
+            run_id=run, tenant=tenant, to_event=to_event, reason=reason, operator=operator
+        )
+        return m.run_from_pb(self._call(self._stub.ResetRun, request, operator=True).run)
+
+    def describe(self, run_id: str, *, tenant: str = "") -> RunDescription:
+        """The run, its open tasks and its recent failures."""
+        request = pb.DescribeRunRequest(run_id=run_id, tenant=tenant)
+        return m.description_from_pb(self._call(self._stub.DescribeRun, request))
+
+    def history(self, run: str, *, after_seq: int = 0, tenant: str = "") -> list[Event]:
+        """Every event after `after_seq` (`run` is a run id or a workflow id), page by page."""
+        events: list[Event] = []
+        while True:
+            request = pb.GetHistoryRequest(run_id=run, after_seq=after_seq, tenant=tenant)
+            response = self._call(self._stub.GetHistory, request)
+            page = response.events
+            events += (m.event_from_pb(response.run_id, e) for e in page)
+            if len(page) < MAX_HISTORY_PAGE:
+                return events
+            after_seq = page[-1].seq
+
+    def result(self, run_id: str, *, wait_s: float = 0.0, tenant: str = "") -> Run:
+        """The run, waiting up to `wait_s` for it to close (check `run.status.closed`)."""
+        request = pb.GetResultRequest(run_id=run_id, wait_ms=int(wait_s * 1000), tenant=tenant)
+        response = self._call(self._stub.GetResult, request, extra_timeout_s=wait_s)
+        return m.run_from_pb(response.run)
+
+    def list_runs(
+        self,
+        *,
+        tenant: str = "",
+        status: str = "",
+        workflow_type: str = "",
+        limit: int = 50,
+        page_token: str = "",
+    ) -> tuple[list[Run], str]:
+        """A page of runs, newest first, and the token of the next page ("" at the end)."""
+        request = pb.ListRunsRequest(
+            tenant=tenant,
+            status=status,
+            workflow_type=workflow_type,
+            limit=limit,
+            page_token=page_token,
+        )
+        response = self._call(self._stub.ListRuns, request)
+        return [m.run_from_pb(r) for r in response.runs], response.next_page_token
+
+    # -- versions ----------------------------------------------------------------------------
+
+    def upload_version(
+        self, wasm: bytes, *, promote: bool = False, label: str = ""
+    ) -> UploadResult:
+        request = pb.UploadVersionRequest(module=wasm, promote=promote, label=label)
+        response = self._call(self._stub.UploadVersion, request)
+        return UploadResult(version=m.version_from_pb(response.version), created=response.created)
+
+    def list_versions(self) -> list[ModuleVersion]:
+        response = self._call(self._stub.ListVersions, pb.ListVersionsRequest())
+        return [m.version_from_pb(v) for v in response.versions]
+
+    def get_version(self, ref: str) -> ModuleVersion:
+        response = self._call(self._stub.GetVersion, pb.GetVersionRequest(ref=ref))
+        return m.version_from_pb(response.version)
+
+    def label_version(self, ref: str, label: str, *, operator: str = "") -> ModuleVersion:
+        """Name a version (`orders@2.0`); a label names one digest forever."""
+        request = pb.LabelVersionRequest(ref=ref, label=label, operator=operator)
+        return m.version_from_pb(
+            self._call(self._stub.LabelVersion, request, operator=True).version
+        )
+
+    def change_rollout(
+        self,
+        workflow_type: str,
+        action: str,
+        ref: str = "",
+        *,
+        percent: int = 0,
+        operator: str = "",
+        reason: str = "",
+    ) -> TypeStatus:
+        """promote / ramp / rollback / auto_upgrade / stop_auto_upgrade; audited."""
+        request = pb.ChangeRolloutRequest(
+            workflow_type=workflow_type,
+            action=action,
+            ref=ref,
+            percent=percent,
+            operator=operator,
+            reason=reason,
+        )
+        return m.rollout_from_pb(self._call(self._stub.ChangeRollout, request, operator=True))
+
+    def rollout(self, workflow_type: str) -> TypeStatus:
+        """The type's versions side by side: role, pinned runs, activations, failures, fuel."""
+        request = pb.GetRolloutRequest(workflow_type=workflow_type)
+        return m.rollout_from_pb(self._call(self._stub.GetRollout, request))
+
+    def retire_version(self, ref: str, *, reason: str, operator: str = "") -> ModuleVersion:
+        """Retire a version nothing uses any more (refused, with the counts, otherwise)."""
+        request = pb.RetireVersionRequest(ref=ref, reason=reason, operator=operator)
+        return m.version_from_pb(
+            self._call(self._stub.RetireVersion, request, operator=True).version
+        )
+
+    def check_version(
+        self,
+        candidate: str,
+        workflow_type: str,
+        *,
+        run_ids: Sequence[str] = (),
+        closed_sample: int = 0,
+        wait_s: float = 60.0,
+    ) -> tuple[str, list[RunCheck]]:
+        """Replay runs on a candidate version; a verdict per run (first divergence if any)."""
+        request = pb.CheckVersionRequest(
+            candidate=candidate,
+            workflow_type=workflow_type,
+            run_ids=list(run_ids),
+            closed_sample=closed_sample,
+            wait_ms=int(wait_s * 1000),
+        )
+        response = self._call(self._stub.CheckVersion, request, extra_timeout_s=wait_s)
+        return response.candidate, [m.run_check_from_pb(c) for c in response.runs]
+
+    def migrate_runs(
+        self,
+        candidate: str,
+        workflow_type: str,
+        *,
+        run_ids: Sequence[str] = (),
+        reason: str,
+        operator: str = "",
+        wait_s: float = 60.0,
+    ) -> tuple[str, list[RunCheck]]:
+        """Move the open runs that pass a replay check onto `candidate` (audited)."""
+        request = pb.MigrateRunsRequest(
+            candidate=candidate,
+            workflow_type=workflow_type,
+            run_ids=list(run_ids),
+            operator=operator,
+            reason=reason,
+            wait_ms=int(wait_s * 1000),
+        )
+        response = self._call(
+            self._stub.MigrateRuns, request, extra_timeout_s=wait_s, operator=True
+        )
+        return response.candidate, [m.run_check_from_pb(c) for c in response.runs]
+
+    # -- triage ------------------------------------------------------------------------------
+
+    def list_troubled(
+        self, *, tenant: str = "", fingerprint: str = "", limit: int = 100
+    ) -> list[Troubled]:
+        """Suspended runs and runs with a poisoned task, newest trouble first."""
+        request = pb.ListTroubledRequest(tenant=tenant, fingerprint=fingerprint, limit=limit)
+        response = self._call(self._stub.ListTroubled, request)
+        return [m.troubled_from_pb(t) for t in response.runs]
+
+    def export_run(self, run_id: str, *, operator: str = "", tenant: str = "") -> bytes:
+        """A triage bundle of the run (see `runtime.Bundle`), for an offline replay."""
+        request = pb.ExportRunRequest(run_id=run_id, operator=operator, tenant=tenant)
+        response = self._call(self._stub.ExportRun, request, extra_timeout_s=60, operator=True)
+        return bytes(response.bundle)
+
+    def triage(
+        self,
+        action: str,
+        *,
+        run_ids: Sequence[str] = (),
+        fingerprint: str = "",
+        reason: str,
+        operator: str = "",
+        tenant: str = "",
+        version: str = "",
+        step: int | None = None,
+        result: bytes = b"",
+        wait_s: float = 60.0,
+    ) -> list[TriageOutcome]:
+        """An operator command (resume, retry, skip, terminate) on runs or, in bulk, on every
+        run one fingerprint poisoned. A refusal of a single named run raises."""
+        request = pb.TriageRequest(
+            action=action,
+            run_ids=list(run_ids),
+            fingerprint=fingerprint,
+            tenant=tenant,
+            operator=operator,
+            reason=reason,
+            version=version,
+            step=step or 0,
+            has_step=step is not None,
+            result=result,
+        )
+        response = self._call(self._stub.Triage, request, extra_timeout_s=wait_s, operator=True)
+        return [m.triage_outcome_from_pb(o) for o in response.outcomes]
+
+    # -- approvals ---------------------------------------------------------------------------
+
+    def list_approvals(
+        self, *, tenant: str = "", status: str = "", run_id: str = "", limit: int = 100
+    ) -> list[Approval]:
+        request = pb.ListApprovalsRequest(tenant=tenant, status=status, run_id=run_id, limit=limit)
+        response = self._call(self._stub.ListApprovals, request)
+        return [am.approval_from_pb(a) for a in response.approvals]
+
+    def get_approval(self, approval_id: str, *, tenant: str = "") -> ApprovalDetail:
+        request = pb.GetApprovalRequest(approval_id=approval_id, tenant=tenant)
+        return am.detail_from_pb(self._call(self._stub.GetApproval, request))
+
+    def decide_approval(
+        self,
+        token: str,
+        *,
+        approve: bool,
+        comment: str = "",
+        approver: str = "",
+        tenant: str = "",
+        run_id: str = "",
+        step: int | None = None,
+    ) -> DecisionOutcome:
+        """Approve or reject with an approval token (single use; refusals raise
+        `InvalidToken` or `ApprovalClosed` and change nothing)."""
+        request = pb.DecideApprovalRequest(
+            token=token,
+            approve=approve,
+            comment=comment,
+            approver=approver,
+            tenant=tenant,
+            run_id=run_id,
+            step=step or 0,
+            has_step=step is not None,
+        )
+        r = self._call(self._stub.DecideApproval, request)
+        return DecisionOutcome(
+            approval_id=r.approval_id,
+            status=r.status,
+            counted=r.counted,
+            approvals=r.approvals,
+            required=r.required,
+        )
+
+    def issue_approval_token(
+        self, approval_id: str, approver: str, *, reason: str, operator: str = "", tenant: str = ""
+    ) -> tuple[str, str]:
+        """Mint a fresh token for an approver: (token, link). Shown once, stored as a hash."""
+        request = pb.IssueApprovalTokenRequest(
+            approval_id=approval_id,
+            approver=approver,
+            tenant=tenant,
+            operator=operator,
+            reason=reason,
+        )
+        r = self._call(self._stub.IssueApprovalToken, request, operator=True)
+        return r.token, r.link
+
+    def revoke_approval_tokens(
+        self,
+        approval_id: str,
+        *,
+        reason: str,
+        approver: str = "",
+        operator: str = "",
+        tenant: str = "",
+    ) -> int:
+        request = pb.RevokeApprovalTokensRequest(
+            approval_id=approval_id,
+            approver=approver,
+            tenant=tenant,
+            operator=operator,
+            reason=reason,
+        )
+        return int(self._call(self._stub.RevokeApprovalTokens, request, operator=True).revoked)
+
+    def change_approver_role(
+        self,
+        *,
+        grant: bool,
+        role: str,
+        approver: str,
+        reason: str,
+        operator: str = "",
+        tenant: str = "",
+    ) -> bool:
+        request = pb.ChangeApproverRoleRequest(
+            grant=grant,
+            tenant=tenant,
+            role=role,
+            approver=approver,
+            operator=operator,
+            reason=reason,
+        )
+        return bool(self._call(self._stub.ChangeApproverRole, request, operator=True).changed)
+
+    def list_approver_roles(self, *, tenant: str = "") -> list[tuple[str, str]]:
+        response = self._call(
+            self._stub.ListApproverRoles, pb.ListApproverRolesRequest(tenant=tenant)
+        )
+        return [(m.role, m.approver) for m in response.members]
+
+    # -- audit -------------------------------------------------------------------------------
+
+    def verify_audit(self, expect_head: bytes = b"") -> AuditVerification:
+        """Recompute the audit log's hash chain on the server; where it first breaks."""
+        r = self._call(
+            self._stub.VerifyAudit,
+            pb.VerifyAuditRequest(expect_head=expect_head),
+            extra_timeout_s=300,
+        )
+        return AuditVerification(
+            ok=r.ok,
+            checked=r.checked,
+            head_seq=r.head_seq,
+            head_hash=r.head_hash,
+            first_bad_seq=r.first_bad_seq or None,
+            first_bad_audit_id=r.first_bad_audit_id or None,
+            problem=r.problem,
+        )
+
+    def audit_head(self) -> tuple[int, bytes]:
+        """The audit chain's head (records, last hash), as stored: verify before trusting it."""
+        r = self._call(self._stub.VerifyAudit, pb.VerifyAuditRequest(head_only=True))
+        return int(r.head_seq), bytes(r.head_hash)
+
+    def list_audit(
+        self, *, target: str = "", limit: int = 100, after_seq: int = 0
+    ) -> list[AuditEntry]:
+        request = pb.ListAuditRequest(target=target, limit=limit, after_seq=after_seq)
+        return [m.audit_from_pb(r) for r in self._call(self._stub.ListAudit, request).records]
+
+    def get_module(self, digest: str) -> bytes:
+        response = self._call(self._stub.GetModule, pb.GetModuleRequest(digest=digest))
+        return bytes(response.module)
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def poll_task(
+        self, *, worker_id: str, queue: str = "", wait_s: float = 20.0, pool: str = ""
+    ) -> LeasedTask | None:
+        """Lease a task of `queue`: a healthy one, or with `pool="surgical"` a poisoned one."""
+        request = pb.PollTaskRequest(
+            worker_id=worker_id, queue=queue, wait_ms=int(wait_s * 1000), pool=pool
+        )
+        response = self._call(self._stub.PollTask, request, extra_timeout_s=wait_s)
+        return m.leased_from_pb(response.task) if response.HasField("task") else None
+
+    # The three outcome calls take `next_queue`: when given, the server leases this worker's
+    # next task of that queue in the same transaction and returns it (eager dispatch), which
+    # saves a poll round trip and a transaction per task.
+
+    def complete_workflow(
+        self,
+        task: LeasedTask,
+        done: WorkflowCompletion,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+    ) -> LeasedTask | None:
+        request = pb.CompleteTaskRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            stats=m.stats_to_pb(task, stats),
+            workflow=m.workflow_completion_to_pb(done),
+            run_id=task.run_id,
+            want_next=next_queue is not None,
+            next_queue=next_queue or "",
+        )
+        return _next(self._call(self._stub.CompleteTask, request))
+
+    def complete_activity(
+        self,
+        task: LeasedTask,
+        outcome: ActivityOutcome,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+    ) -> LeasedTask | None:
+        request = pb.CompleteTaskRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            stats=m.stats_to_pb(task, stats),
+            activity=m.activity_completion_to_pb(outcome),
+            run_id=task.run_id,
+            want_next=next_queue is not None,
+            next_queue=next_queue or "",
+        )
+        return _next(self._call(self._stub.CompleteTask, request))
+
+    def fail_task(
+        self,
+        task: LeasedTask,
+        report: FailureReport,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+    ) -> LeasedTask | None:
+        request = pb.FailTaskRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            stats=m.stats_to_pb(task, None, fuel_used=report.fuel_used or 0),
+            failure=m.failure_report_to_pb(report),
+            run_id=task.run_id,
+            want_next=next_queue is not None,
+            next_queue=next_queue or "",
+        )
+        return _next(self._call(self._stub.FailTask, request))
+
+    def heartbeat(
+        self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
+    ) -> HeartbeatAck:
+        """Extend the task's lease (with `details`: an activity's own heartbeat).
+
+        Raises `LeaseLost` if the task is no longer ours; says if cancellation was requested.
+        """
+        request = pb.HeartbeatRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            details=details or b"",
+            has_details=details is not None,
+        )
+        response = self._call(self._stub.Heartbeat, request)
+        return HeartbeatAck(
+            lease_expires_at=from_ms(response.lease_expires_ms),
+            cancel_requested=response.cancel_requested,
+        )
+
+    def release_leases(self, worker_id: str) -> int:
+        """Give up every lease held under `worker_id` (each becomes a failed "worker lost"
+        attempt at once). Only for a worker starting under a stable id whose previous process
+        is gone; returns how many were released."""
+        request = pb.ReleaseLeasesRequest(worker_id=worker_id)
+        return int(self._call(self._stub.ReleaseLeases, request).released)
+
+    def complete_query(
+        self,
+        task: LeasedTask,
+        *,
+        worker_id: str,
+        result: bytes | None,
+        error: ErrorInfo | None,
+        ended: str = "",
+    ) -> None:
+        """Answer a query task (`result` is the published value, or `error` why there is none)."""
+        request = pb.CompleteQueryRequest(
+            task_id=task.task_id,
+            fencing=task.fencing,
+            worker_id=worker_id,
+            result=result or b"",
+            error=m.error_to_pb(error),
+            ended=ended,
+        )
+        self._call(self._stub.CompleteQuery, request)
+
+
+def _next(response: pb.CompleteTaskResponse | pb.FailTaskResponse) -> LeasedTask | None:
+    return m.leased_from_pb(response.next) if response.HasField("next") else None

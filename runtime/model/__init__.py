@@ -1,0 +1,145 @@
+"""What the runtime's parts say to each other: wire-level dataclasses, errors, faults, settings,
+the clock, and the pure projection of a history into recorded commands.
+
+Rule: no I/O and no heavy imports (no wasmtime, gRPC, psycopg or Flask at import time); it
+imports only `amber.abi`, `amber.history` and `amber.versions` types. Every other sub-package may
+import it.
+"""
+
+from __future__ import annotations
+
+from ._approvals import (
+    ApprovalDesk,
+    ApprovalDetail,
+    ApprovalView,
+    DecisionOutcome,
+    DecisionRequest,
+    IssuedToken,
+)
+from ._bundle import MAX_BUNDLE_FAILURES, MAX_BUNDLE_REPRO_BYTES, Bundle
+from ._checks import MAX_CHECKED_RUNS, MAX_NAMED_RUNS, RunCheck, run_check_of
+from ._clock import Clock, ManualClock, SystemClock, from_ms, from_ms_or_none, to_ms, to_ms_or_zero
+from ._errors import (
+    ApprovalClosed,
+    CorruptHistory,
+    InvalidToken,
+    NotAuthorised,
+    NotTroubled,
+    PayloadTooLarge,
+    QueryFailed,
+    QueryTimedOut,
+    RemoteError,
+    RunClosed,
+)
+from ._faults import (
+    AbiViolation,
+    DeadlineExceeded,
+    FailureReason,
+    GuestFault,
+    GuestTrap,
+    HostCrash,
+    MalformedOutput,
+    MemoryLimitExceeded,
+    ModuleUnavailable,
+    NonDeterminism,
+    OutOfFuel,
+)
+from ._ids import new_run_id
+from ._projection import Projection, RecordedCommand, project
+from ._runs import (
+    DEFAULT_TENANT,
+    MAX_HISTORY_PAGE,
+    MAX_ID_LENGTH,
+    MAX_REASON_LENGTH,
+    RunDescription,
+    SignalRequest,
+    StartRequest,
+    StartResult,
+)
+from ._settings import EngineSettings, PoisonPolicy, RetryPolicy
+from ._tasks import (
+    MAX_NEW_COMMANDS,
+    ActivationStats,
+    ClaimedTask,
+    FailureReport,
+    HeartbeatAck,
+    LeasedTask,
+    NewCommand,
+    UpgradeReport,
+    WorkflowCompletion,
+    idempotency_key,
+)
+from ._triage import MAX_BULK_RUNS, TriageAction, TriageCommand, TriageOutcome
+
+__all__ = [
+    "DEFAULT_TENANT",
+    "MAX_BULK_RUNS",
+    "MAX_BUNDLE_FAILURES",
+    "MAX_BUNDLE_REPRO_BYTES",
+    "MAX_CHECKED_RUNS",
+    "MAX_HISTORY_PAGE",
+    "MAX_ID_LENGTH",
+    "MAX_NAMED_RUNS",
+    "MAX_NEW_COMMANDS",
+    "MAX_REASON_LENGTH",
+    "AbiViolation",
+    "ActivationStats",
+    "ApprovalClosed",
+    "ApprovalDesk",
+    "ApprovalDetail",
+    "ApprovalView",
+    "Bundle",
+    "ClaimedTask",
+    "Clock",
+    "CorruptHistory",
+    "DeadlineExceeded",
+    "DecisionOutcome",
+    "DecisionRequest",
+    "EngineSettings",
+    "FailureReason",
+    "FailureReport",
+    "GuestFault",
+    "GuestTrap",
+    "HeartbeatAck",
+    "HostCrash",
+    "InvalidToken",
+    "IssuedToken",
+    "LeasedTask",
+    "MalformedOutput",
+    "ManualClock",
+    "MemoryLimitExceeded",
+    "ModuleUnavailable",
+    "NewCommand",
+    "NonDeterminism",
+    "NotAuthorised",
+    "NotTroubled",
+    "OutOfFuel",
+    "PayloadTooLarge",
+    "PoisonPolicy",
+    "Projection",
+    "QueryFailed",
+    "QueryTimedOut",
+    "RecordedCommand",
+    "RemoteError",
+    "RetryPolicy",
+    "RunCheck",
+    "RunClosed",
+    "RunDescription",
+    "SignalRequest",
+    "StartRequest",
+    "StartResult",
+    "SystemClock",
+    "TriageAction",
+    "TriageCommand",
+    "TriageOutcome",
+    "UpgradeReport",
+    "WorkflowCompletion",
+    "from_ms",
+    "from_ms_or_none",
+    "idempotency_key",
+    "new_run_id",
+    "project",
+    "run_check_of",
+    "to_ms",
+    "to_ms_or_zero",
+]

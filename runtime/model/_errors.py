@@ -1,0 +1,46 @@
+"""Engine errors that are not guest faults (those live in `_faults`)."""
+
+from __future__ import annotations
+
+from amber.abi import AmberError, Conflict, InvalidInput, RetryableError
+
+
+class PayloadTooLarge(InvalidInput):
+    """A payload is over the server's limit; nothing was written."""
+
+
+class CorruptHistory(AmberError):
+    """A stored history breaks an invariant the engine itself maintains (a bug, not a guest)."""
+
+
+class NotAuthorised(AmberError):
+    """The caller may not run this command (an operator command without a valid token)."""
+
+
+class RunClosed(Conflict):
+    """The run has closed: it takes no more signals or cancellations."""
+
+
+class QueryFailed(Conflict):
+    """The query could not be answered (see its type: the replay's failure or no value)."""
+
+
+class QueryTimedOut(RetryableError):
+    """No worker answered the query in time (none running, or all busy)."""
+
+
+class NotTroubled(Conflict):
+    """The run is neither suspended nor holding a poisoned task: there is nothing to triage."""
+
+
+class InvalidToken(AmberError):
+    """The token is unknown, expired, already used, revoked, or not for this approval. Nothing
+    changed in the run; the attempt is in the audit log."""
+
+
+class ApprovalClosed(Conflict):
+    """The approval was already decided (approved, rejected or expired)."""
+
+
+class RemoteError(AmberError):
+    """A server error whose type this client does not know."""

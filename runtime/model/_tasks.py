@@ -1,0 +1,132 @@
+"""TODO docstring"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from amber.abi import Command, ErrorInfo, WorkflowStatus
+from amber.history import Event, Run, Task, TaskKind
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimedTask:
+    """A leased task with what its worker needs to run it."""
+
+    task: Task
+    run: Run
+    events: tuple[Event, ...] = ()
+    """The run's full history (workflow, query and check tasks)."""
+    upgrade_to: str = ""
+    """Workflow tasks: an automatic upgrade target the worker should try to replay on first."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowCompletion:
+    """A workflow activation's result, as a worker reports it."""
+
+    expected_last_seq: int
+    commands: tuple[NewCommand, ...]
+    status: WorkflowStatus
+    result: bytes | None = None
+    """The result when completed; the new run's input when continuing as new."""
+    error: ErrorInfo | None = None
+    reactivate: bool = False
+    """Activate the workflow again at once (a buffered signal can be delivered)."""
+    migrate_to: str = ""
+    """The activation replayed on this version (an automatic upgrade): move the run to it."""
+    upgrade_failed: dict[str, Any] | None = None
+    """Why the automatic upgrade target could not replay the run (it stays where it is)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeartbeatAck:
+    lease_expires_at: datetime
+    cancel_requested: bool
+
+
+def idempotency_key(run_id: str, cmd: int) -> str:
+    """The same for every attempt of one activity of one run."""
+    return f"{run_id}/{cmd}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeasedTask:
+    """A task as a worker receives it over the API."""
+
+    task_id: int
+    fencing: int
+    kind: TaskKind
+    run_id: str
+    tenant: str
+    digest: str
+    name: str
+    attempt: int
+    lease_expires_at: datetime
+    input: bytes = b""
+    events: tuple[Event, ...] = ()
+    cmd: int = 0
+    args: bytes = b""
+    idempotency_key: str = ""
+    heartbeat_details: bytes | None = None
+    deadline: datetime | None = None
+    """The attempt's own deadline (start-to-close or schedule-to-close), if it has one."""
+    cancel_requested: bool = False
+    upgrade_to: str = ""
+    """Workflow tasks: an automatic upgrade version to try replaying on first."""
+    pool: str = "main"
+    """main, or surgical for a poisoned task."""
+    crash_count: int = 0
+    """Consecutive crashes of this task at its current step."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureReport:
+    """A failed activation, as a worker reports it."""
+
+    reason: str
+    message: str
+    trap_code: str | None = None
+    fuel_used: int | None = None
+    memory_bytes: int | None = None
+    step: int | None = None
+    trace_id: str = ""
+    """The activation's trace (the surgical pool traces every host call and replayed event)."""
+    host_calls: tuple[str, ...] = ()
+    """The last host calls before the failure, oldest first (for triage)."""
+    repro: bytes = b""
+    """msgpack: what replaying this activation offline needs (see `runtime.Repro`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewCommand:
+    """A command a workflow issued beyond what history records, with its index."""
+
+    cmd: int
+    command: Command
+
+
+MAX_NEW_COMMANDS = 1000
+"""New commands one workflow activation may issue (Temporal caps pending activities at 2,000)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivationStats:
+    """What one activation cost (fuel is deterministic for a given module and input)."""
+
+    fuel_used: int
+    memory_bytes: int
+    host_calls: int
+    duration_s: float
+    logs: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpgradeReport:
+    """What a worker says about the automatic upgrade it was offered."""
+
+    migrate_to: str = ""
+    """It replayed the run on this version: move the run there."""
+    failed: dict[str, Any] | None = None
+    """It could not replay the run there, and why ({to, reason, message, ...})."""

@@ -1,0 +1,31 @@
+"""The one replay path: a workflow activation (history in, commands out, matched position by
+position) and an activity attempt, used alike by live workers, queries, checks and offline bundle
+replay.
+
+Rule: imports `sandbox` and `model` only; no database, no gRPC.
+"""
+
+from __future__ import annotations
+
+from ._activity import ActivityAttempt, ActivityReport, run_activity, run_activity_request
+from ._replay import (
+    QueryNotPublished,
+    QueryResult,
+    WorkflowActivation,
+    WorkflowStep,
+    activate_workflow,
+    answer_query,
+)
+
+__all__ = [
+    "ActivityAttempt",
+    "ActivityReport",
+    "QueryNotPublished",
+    "QueryResult",
+    "WorkflowActivation",
+    "WorkflowStep",
+    "activate_workflow",
+    "answer_query",
+    "run_activity",
+    "run_activity_request",
+]

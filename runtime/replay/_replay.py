@@ -1,0 +1,384 @@
+"""Workflow activations: replay the whole history through the pinned module, match, extend.
+
+The history is projected (`_projection`) into what the guest needs (every recorded result, in
+delivery order, and any cancellation request) and what the host checks (every recorded command,
+by index). The guest re-issues all its commands from the start; the first `n` must equal the `n`
+recorded ones, and the rest are new. The same function serves live workers and offline replay
+(tests, triage): there is one path. A query is the same replay with nothing appended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from amber.abi import (
+    AwaitSignal,
+    CancelTimer,
+    Command,
+    ErrorInfo,
+    MalformedEnvelope,
+    Patched,
+    RecordNow,
+    RecordRandom,
+    RequestApproval,
+    ScheduleActivity,
+    StartChild,
+    StartTimer,
+    WorkflowOutcome,
+    WorkflowStatus,
+    command_kind,
+    decode_workflow_output,
+    encode_workflow_input,
+)
+from amber.history import Event
+from amber.runtime.model import (
+    MAX_NEW_COMMANDS,
+    AbiViolation,
+    ActivationStats,
+    GuestFault,
+    MalformedOutput,
+    NonDeterminism,
+    Projection,
+    RecordedCommand,
+    project,
+)
+from amber.runtime.sandbox import (
+    ActivationKind,
+    ActivationRequest,
+    RawOutput,
+    SandboxLimits,
+    SandboxRunner,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowActivation:
+    """Everything needed to activate a workflow: the run, its module and its history."""
+
+    run_id: str
+    workflow_type: str
+    digest: str
+    input: bytes
+    events: tuple[Event, ...]
+    limits: SandboxLimits
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowStep:
+    """The outcome of a workflow activation that matched its history."""
+
+    expected_last_seq: int
+    """The history position the activation was computed from."""
+    first_new_cmd: int
+    new_commands: tuple[Command, ...]
+    """Commands to append, with indexes `first_new_cmd`, `first_new_cmd + 1`, ..."""
+    status: WorkflowStatus
+    result: bytes | None
+    error: ErrorInfo | None
+    stats: ActivationStats
+    reactivate: bool = False
+    """A new signal wait can already be served from a buffered signal: activate again."""
+
+
+def _fingerprint(data: bytes) -> str:
+    return f"{len(data)} B sha256:{hashlib.sha256(data).hexdigest()[:12]}"
+
+
+def _describe_recorded(command: RecordedCommand) -> str:
+    if command.kind == "activity":
+        return f"activity {command.name!r} (args {_fingerprint(command.args)})"
+    if command.kind == "signal":
+        return f"signal {command.name!r}"
+    if command.kind == "child":
+        return f"child {command.name!r} id {command.value!r} (input {_fingerprint(command.args)})"
+    if command.kind == "random" and isinstance(command.value, bytes):
+        return f"random ({len(command.value)} bytes)"
+    if command.kind == "approval" and isinstance(command.value, tuple):
+        approvers, roles, required, expires_ms = command.value
+        recorded = RequestApproval(
+            action=command.name,
+            approvers=approvers,
+            roles=roles,
+            required=required,
+            expires_ms=expires_ms,
+        )
+        return f"approval {command.name[:80]!r} ({_policy(recorded)})"
+    return f"{command.kind} {command.value!r}"
+
+
+def _describe_issued(command: Command | None) -> str:
+    match command:
+        case None:
+            return "nothing (the workflow stopped before reaching it)"
+        case ScheduleActivity(name=name, args=args):
+            return f"activity {name!r} (args {_fingerprint(args)})"
+        case AwaitSignal(name=name):
+            return f"signal {name!r}"
+        case StartChild(workflow_type=kind, workflow_id=wid, input=data):
+            return f"child {kind!r} id {wid!r} (input {_fingerprint(data)})"
+        case RecordRandom(value=value):
+            return f"random ({len(value)} bytes)"
+        case RecordNow(value=value):
+            return f"now {value!r}"
+        case StartTimer(duration_ms=ms):
+            return f"timer {ms!r}"
+        case CancelTimer(timer_cmd=target):
+            return f"cancel_timer {target!r}"
+        case Patched(change_id=change_id):
+            return f"patched {change_id!r}"
+        case RequestApproval() as approval:
+            return f"approval {approval.action[:80]!r} ({_policy(approval)})"
+    raise AssertionError(command)
+
+
+def _policy(approval: RequestApproval) -> str:
+    who = ", ".join([*approval.approvers, *(f"role {r}" for r in approval.roles)])
+    return f"{approval.required} of {who}; expires in {approval.expires_ms} ms"
+
+
+def _matches(recorded: RecordedCommand, issued: Command) -> bool:
+    if recorded.kind != command_kind(issued):
+        return False
+    match issued:
+        case ScheduleActivity(name=name, args=args):
+            return recorded.name == name and recorded.args == args
+        case AwaitSignal(name=name):
+            return recorded.name == name
+        case StartChild(workflow_type=kind, workflow_id=wid, input=data):
+            return recorded.name == kind and recorded.value == wid and recorded.args == data
+        case StartTimer(duration_ms=ms):
+            return recorded.value == ms
+        case CancelTimer(timer_cmd=target):
+            return recorded.value == target
+        case Patched(change_id=change_id):
+            return recorded.value == change_id
+        case RequestApproval() as approval:
+            policy = (approval.approvers, approval.roles, approval.required, approval.expires_ms)
+            return recorded.name == approval.action and recorded.value == policy
+        case RecordNow(value=value) | RecordRandom(value=value):
+            # A replayed now/random must hand back exactly the recorded value: a guest that
+            # reads the clock or draws randomness afresh while replaying diverges here.
+            return recorded.value == value
+    raise AssertionError(issued)
+
+
+def _host_values(
+    issued: Sequence[Command], raw: RawOutput, activation: WorkflowActivation
+) -> tuple[Command, ...]:
+    """Replace the guest's copies of new now/random values by what the host handed out."""
+    wanted = [c for c in issued if isinstance(c, RecordNow | RecordRandom)]
+    if len(wanted) != len(raw.handed_out):
+        raise AbiViolation(
+            f"the workflow took {len(raw.handed_out)} values from now/random but issued"
+            f" {len(wanted)} new now/random commands",
+            run_id=activation.run_id,
+            digest=activation.digest,
+        )
+    values = iter(raw.handed_out)
+    fixed: list[Command] = []
+    for command in issued:
+        if isinstance(command, RecordNow | RecordRandom):
+            kind, value = next(values)
+            if kind != command_kind(command):
+                raise AbiViolation(
+                    f"the workflow took a {kind} value but issued a"
+                    f" {command_kind(command)} command",
+                    run_id=activation.run_id,
+                    digest=activation.digest,
+                )
+            command = (
+                RecordNow(value=value)  # type: ignore[arg-type]
+                if kind == "now"
+                else RecordRandom(value=value)  # type: ignore[arg-type]
+            )
+        fixed.append(command)
+    return tuple(fixed)
+
+
+_AWAITABLE = (ScheduleActivity, StartTimer, AwaitSignal, StartChild, RequestApproval)
+
+
+def _check_new_commands(
+    sandbox: SandboxRunner,
+    activation: WorkflowActivation,
+    projection: Projection,
+    outcome: WorkflowOutcome,
+    new_commands: Sequence[Command],
+) -> None:
+    """What the host refuses to append, whatever the guest says."""
+
+    def violation(message: str) -> AbiViolation:
+        return AbiViolation(message, run_id=activation.run_id, digest=activation.digest)
+
+    if len(new_commands) > MAX_NEW_COMMANDS:
+        raise violation(
+            f"issued {len(new_commands)} new commands in one activation; the cap is"
+            f" {MAX_NEW_COMMANDS}"
+        )
+    exported = sandbox.activities(activation.digest)
+    first_new = len(projection.commands)
+    for offset, command in enumerate(new_commands):
+        if isinstance(command, ScheduleActivity) and command.name not in exported:
+            raise violation(
+                f"scheduled activity {command.name[:128]!r}, which the module does not export"
+            )
+        if isinstance(command, CancelTimer) and not (
+            0 <= command.timer_cmd < first_new + offset
+            and isinstance(outcome.commands[command.timer_cmd], StartTimer)
+        ):
+            raise violation(f"cancel_timer names command {command.timer_cmd}, which is no timer")
+    if outcome.status is WorkflowStatus.SUSPENDED:
+        resolved = projection.resolved()
+        pending = [
+            i
+            for i, c in enumerate(outcome.commands)
+            if isinstance(c, _AWAITABLE) and i not in resolved
+        ]
+        if not pending:
+            raise violation("suspended although every command it issued has its result")
+
+
+def check_determinism(
+    activation: WorkflowActivation, projection: Projection, outcome: WorkflowOutcome
+) -> None:
+    """Raise `NonDeterminism` at the first position where the guest and history disagree."""
+    recorded = projection.commands
+    for position, command in enumerate(outcome.commands[: len(recorded)]):
+        if not _matches(recorded[position], command):
+            raise NonDeterminism(
+                run_id=activation.run_id,
+                digest=activation.digest,
+                position=position,
+                seq=recorded[position].seq,
+                recorded=_describe_recorded(recorded[position]),
+                issued=_describe_issued(command),
+            )
+    if len(outcome.commands) < len(recorded):
+        position = len(outcome.commands)
+        raise NonDeterminism(
+            run_id=activation.run_id,
+            digest=activation.digest,
+            position=position,
+            seq=recorded[position].seq,
+            recorded=_describe_recorded(recorded[position]),
+            issued=_describe_issued(None),
+        )
+
+
+def _run(
+    sandbox: SandboxRunner,
+    activation: WorkflowActivation,
+    projection: Projection,
+    query: str | None,
+) -> RawOutput:
+    envelope = encode_workflow_input(
+        run_id=activation.run_id,
+        workflow=activation.workflow_type,
+        input=activation.input,
+        results=projection.results,
+        recorded=len(projection.commands),
+        cancel=projection.cancel,
+        query=query,
+    )
+    return sandbox.run(
+        ActivationRequest(
+            kind=ActivationKind.WORKFLOW,
+            digest=activation.digest,
+            export="amber_workflow." + activation.workflow_type,
+            input=envelope,
+            run_id=activation.run_id,
+            step=len(projection.commands),
+            limits=activation.limits,
+            query=query is not None,
+        )
+    )
+
+
+def _decode(raw: RawOutput, activation: WorkflowActivation) -> WorkflowOutcome:
+    try:
+        outcome = decode_workflow_output(raw.envelope)
+    except MalformedEnvelope as exc:
+        raise MalformedOutput(
+            str(exc),
+            run_id=activation.run_id,
+            digest=activation.digest,
+            fuel_used=raw.fuel_used,
+            memory_bytes=raw.memory_bytes,
+        ) from None
+    if raw.suspended != (outcome.status is WorkflowStatus.SUSPENDED):
+        raise MalformedOutput(
+            f"status {outcome.status.value!r} returned "
+            + ("through await_results" if raw.suspended else "as the export's result"),
+            run_id=activation.run_id,
+            digest=activation.digest,
+        )
+    return outcome
+
+
+def activate_workflow(sandbox: SandboxRunner, activation: WorkflowActivation) -> WorkflowStep:
+    """Replay the run through its module and return what to append. Raises `GuestFault`s."""
+    projection = project(activation.events)
+    raw = _run(sandbox, activation, projection, None)
+    outcome = _decode(raw, activation)
+    try:
+        check_determinism(activation, projection, outcome)
+    except NonDeterminism as fault:
+        fault.fuel_used, fault.memory_bytes = raw.fuel_used, raw.memory_bytes
+        raise
+    first_new = len(projection.commands)
+    new_commands = _host_values(outcome.commands[first_new:], raw, activation)
+    _check_new_commands(sandbox, activation, projection, outcome, new_commands)
+    waits = [c.name for c in new_commands if isinstance(c, AwaitSignal)]
+    reactivate = any(projection.buffered_signals.get(name, 0) for name in waits)
+    return WorkflowStep(
+        expected_last_seq=projection.last_seq,
+        first_new_cmd=first_new,
+        new_commands=new_commands,
+        status=outcome.status,
+        result=outcome.result,
+        error=outcome.error,
+        stats=ActivationStats(
+            fuel_used=raw.fuel_used,
+            memory_bytes=raw.memory_bytes,
+            host_calls=raw.host_calls,
+            duration_s=raw.duration_s,
+            logs=raw.logs,
+        ),
+        reactivate=reactivate,
+    )
+
+
+class QueryNotPublished(AbiViolation):
+    """The workflow never published a value under the queried name."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryResult:
+    """The value a query answers with, and how the replay behind it ended."""
+
+    value: bytes
+    ended: str
+    """suspended, completed, failed, ... or the failure reason if the replay faulted."""
+
+
+def answer_query(sandbox: SandboxRunner, activation: WorkflowActivation, name: str) -> QueryResult:
+    """Replay the run and answer with the last value it published under `name`.
+
+    Nothing is appended. A replay that faults half-way still answers from what was published
+    before the fault, so a stuck or failing run can be inspected.
+    """
+    projection = project(activation.events)
+    try:
+        raw = _run(sandbox, activation, projection, name)
+        published, ended = raw.published, _decode(raw, activation).status.value
+    except GuestFault as fault:
+        published, ended = fault.published, fault.reason.value
+    if name not in published:
+        raise QueryNotPublished(
+            f"the workflow published nothing under {name!r} (its replay ended: {ended})",
+            run_id=activation.run_id,
+            digest=activation.digest,
+        )
+    return QueryResult(value=published[name], ended=ended)

@@ -1,0 +1,48 @@
+"""The wasmtime sandbox: one engine per process, cached artifacts, the fast call path, host
+imports (including the HTTP capability), fuel, memory and deadline limits, and activation repros.
+
+Rule: the only sub-package that imports wasmtime; it imports `model` and nothing else of the
+runtime.
+"""
+
+from __future__ import annotations
+
+from ._engine import ENGINE_FLAGS, SandboxEngine
+from ._fastcall import exports
+from ._fastcall import exports as instance_exports
+from ._host import MAX_RECORD_DETAIL, ActivationKind, ActivityHost, HostCallObserver, HostCallRecord
+from ._http import HttpPolicy, check_capabilities, http_policy
+from ._recording import RecordingSandbox
+from ._repro import Repro, repro_of
+from ._sandbox import (
+    ActivationRequest,
+    RawOutput,
+    Sandbox,
+    SandboxLimits,
+    SandboxRunner,
+    fresh_store,
+)
+
+__all__ = [
+    "ENGINE_FLAGS",
+    "MAX_RECORD_DETAIL",
+    "ActivationKind",
+    "ActivationRequest",
+    "ActivityHost",
+    "HostCallObserver",
+    "HostCallRecord",
+    "HttpPolicy",
+    "RawOutput",
+    "RecordingSandbox",
+    "Repro",
+    "Sandbox",
+    "SandboxEngine",
+    "SandboxLimits",
+    "SandboxRunner",
+    "check_capabilities",
+    "exports",
+    "fresh_store",
+    "http_policy",
+    "instance_exports",
+    "repro_of",
+]

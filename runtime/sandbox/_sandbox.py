@@ -1,0 +1,325 @@
+"""One activation: a fresh Store with fuel, memory and deadline limits, one call, typed faults.
+
+Every activation gets a new `Store` (so no state leaks between runs or attempts), instantiated
+from the cached `InstancePre` of its module digest. Its input envelope is written through
+`amber_alloc`; its output is read back bounds-checked. Whatever goes wrong comes out as one
+`GuestFault` subclass carrying the run, step, digest, fuel and memory used.
+
+Replay and the worker depend only on `SandboxRunner`: `Sandbox` runs guests in this process, the
+surgical pool's `IsolatedSandbox` runs each activation in a child process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import wasmtime
+
+from amber.abi import (
+    ALLOC_EXPORT,
+    ALLOC_SIGNATURE,
+    ENTRY_SIGNATURE,
+    MAX_ENVELOPE_BYTES,
+    MEMORY_EXPORT,
+    AmberError,
+    RetryableError,
+)
+from amber.runtime.model import (
+    AbiViolation,
+    Clock,
+    DeadlineExceeded,
+    GuestFault,
+    GuestTrap,
+    MalformedOutput,
+    MemoryLimitExceeded,
+    ModuleUnavailable,
+    OutOfFuel,
+)
+
+from . import _fastcall as _fastcall
+from ._engine import EPOCH_TICK_S, LoadedModule, SandboxEngine
+from ._host import ActivationKind, ActivityHost, HostCallObserver, HostCalls, Suspended
+from ._http import HttpPolicy
+
+_WASM_PAGE = 65536
+_U64 = (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SandboxLimits:
+    """The budget of one activation."""
+
+    fuel: int = 1_000_000_000
+    """Wasm instructions, roughly (1e9 ≈ 0.1–0.3 s of guest CPU here)."""
+    memory_bytes: int = 64 * 1024 * 1024
+    deadline_s: float = 10.0
+    """Wall-clock limit covering guest code and host calls."""
+    table_elements: int = 10_000
+    """Function-table size limit (a `table.grow` is memory the store limit does not count)."""
+    max_output_bytes: int = MAX_ENVELOPE_BYTES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivationRequest:
+    """Run one export of one module version on one input envelope."""
+
+    kind: ActivationKind
+    digest: str
+    export: str
+    input: bytes
+    run_id: str
+    step: int | None
+    limits: SandboxLimits
+    query: bool = False
+    """A query replay (logs dropped; see `HostCalls.query`)."""
+    activity: ActivityHost | None = None
+    """For activities: heartbeats, cancellation and the HTTP capability."""
+    observer: HostCallObserver | None = None
+    """Told about each host call as it ends (None: calls are only counted)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawOutput:
+    """What came out of a successful activation, before the envelope is decoded."""
+
+    envelope: bytes
+    suspended: bool
+    """True when the guest ended through `await_results`."""
+    handed_out: tuple[tuple[str, object], ...]
+    logs: tuple[tuple[int, str], ...]
+    fuel_used: int
+    memory_bytes: int
+    host_calls: int
+    duration_s: float
+    published: dict[str, bytes]
+    """Query values the workflow published during the activation."""
+
+
+class SandboxRunner(Protocol):
+    """What replay and the worker need from a sandbox: run activations, describe modules.
+
+    `Sandbox` runs guests in this process; `surgical_pool.IsolatedSandbox` runs each activation in
+    a child process, for tasks whose guests crashed the worker.
+    """
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
+        ...
+
+    def activities(self, digest: str) -> frozenset[str]:
+        """The activity names a module version exports."""
+        ...
+
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        """The HTTP allowlist a module version declares (None: no HTTP capability)."""
+        ...
+
+
+@dataclass(slots=True)
+class _Usage:
+    store: wasmtime.Store
+    fuel: int
+    memory: wasmtime.Memory | None = None
+
+    def fuel_used(self) -> int:
+        try:
+            return self.fuel - self.store.get_fuel()
+        except wasmtime.WasmtimeError:
+            return self.fuel
+
+    def memory_bytes(self) -> int:
+        return 0 if self.memory is None else self.memory.data_len(self.store)
+
+    def at_memory_limit(self, limit: int) -> bool:
+        """Whether memory was (nearly) full when the guest trapped.
+
+        wasmtime refuses a `memory.grow` past the limit silently (-1), so the refusal itself
+        cannot be observed; a trap with memory within 1/8 of the limit (at least one page) is
+        taken to be the guest giving up after a refused allocation.
+        """
+        if self.memory is None:
+            return False
+        headroom = max(_WASM_PAGE, limit // 8)
+        return self.memory_bytes() + headroom > limit
+
+
+def fresh_store(engine: wasmtime.Engine, limits: SandboxLimits) -> wasmtime.Store:
+    """A new store for one activation, with its fuel, memory and wall-clock budget set (the
+    epoch deadline must be: once epoch interruption is on, a store without one traps at once)."""
+    store = wasmtime.Store(engine)
+    store.set_fuel(limits.fuel)
+    store.set_limits(
+        memory_size=limits.memory_bytes,
+        table_elements=limits.table_elements,
+        instances=1,
+        tables=1,
+        memories=1,
+    )
+    store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
+    return store
+
+
+class Sandbox:
+    """Runs activations one at a time on a shared `SandboxEngine`."""
+
+    def __init__(
+        self, engine: SandboxEngine, clock: Clock, module_source: Callable[[str], bytes]
+    ) -> None:
+        self._engine = engine
+        self._clock = clock
+        self._module_source = module_source
+
+    def activities(self, digest: str) -> frozenset[str]:
+        """The activity names a module version exports (loading it if needed)."""
+        return self._load(digest).activities
+
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        """The HTTP allowlist a module version declares (loading it if needed)."""
+        return self._load(digest).http
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
+        with self._engine.activation_lock:
+            return self._run(request)
+
+    def _load(self, digest: str) -> LoadedModule:
+        try:
+            return self._engine.load(digest, lambda: self._module_source(digest))
+        except RetryableError:
+            raise  # the server is unreachable: nothing is wrong with the module
+        except AmberError as exc:
+            raise ModuleUnavailable(f"cannot load module: {exc}", digest=digest) from None
+
+    def _run(self, request: ActivationRequest) -> RawOutput:
+        pre = self._load(request.digest).pre
+        limits = request.limits
+        started = time.monotonic()
+        state = HostCalls(
+            kind=request.kind,
+            clock=self._clock,
+            deadline=started + limits.deadline_s,
+            run_id=request.run_id,
+            query=request.query,
+            activity=request.activity,
+            observer=request.observer,
+        )
+        store = fresh_store(self._engine.engine, limits)
+        usage = _Usage(store=store, fuel=limits.fuel)
+        host = self._engine.host
+        host.activate(state)
+        try:
+            envelope, suspended = self._call(pre, store, request, state, usage)
+        except Suspended as signal:
+            envelope, suspended = signal.envelope, True
+        except GuestFault as fault:
+            raise self._published(
+                self._contextual(type(fault), fault.detail, request, usage), state
+            ) from None
+        except wasmtime.Trap as trap:
+            raise self._published(self._classify_trap(trap, request, usage), state) from None
+        except wasmtime.WasmtimeError as exc:
+            raise self._published(self._classify_error(exc, request, usage), state) from None
+        finally:
+            host.activate(None)
+        return RawOutput(
+            envelope=envelope,
+            suspended=suspended,
+            handed_out=tuple(state.handed_out),
+            logs=tuple(state.logs),
+            fuel_used=usage.fuel_used(),
+            memory_bytes=usage.memory_bytes(),
+            host_calls=state.calls,
+            duration_s=time.monotonic() - started,
+            published=dict(state.published),
+        )
+
+    def _call(
+        self,
+        pre: wasmtime.InstancePre,
+        store: wasmtime.Store,
+        request: ActivationRequest,
+        state: HostCalls,
+        usage: _Usage,
+    ) -> tuple[bytes, bool]:
+        instance = pre.instantiate(store)
+        exports = _fastcall.exports(pre, store, instance)
+        memory = exports[MEMORY_EXPORT]
+        alloc = exports[ALLOC_EXPORT]
+        entry = exports.get(request.export)
+        if entry is None:
+            raise AbiViolation(f"the module does not export {request.export}")
+        assert isinstance(memory, wasmtime.Memory)
+        assert isinstance(alloc, wasmtime.Func) and isinstance(entry, wasmtime.Func)
+        usage.memory = state.memory = memory
+        size = len(request.input)
+        ptr = exports.call(ALLOC_EXPORT, ALLOC_SIGNATURE, size) & 0xFFFF_FFFF
+        if ptr == 0 or ptr + size > memory.data_len(store):
+            raise MemoryLimitExceeded(f"amber_alloc could not provide {size} bytes for the input")
+        if size:
+            memory.write(store, request.input, ptr)
+        packed = exports.call(request.export, ENTRY_SIGNATURE, ptr, size) & _U64
+        out_ptr, out_len = packed >> 32, packed & 0xFFFF_FFFF
+        if out_len > request.limits.max_output_bytes:
+            raise MalformedOutput(
+                f"output of {out_len} bytes exceeds the cap of {request.limits.max_output_bytes}"
+            )
+        if out_ptr + out_len > memory.data_len(store):
+            raise MalformedOutput(f"output [{out_ptr}, {out_ptr + out_len}) lies outside memory")
+        return bytes(memory.read(store, out_ptr, out_ptr + out_len)), False
+
+    @staticmethod
+    def _published(fault: GuestFault, state: HostCalls) -> GuestFault:
+        fault.published = dict(state.published)  # a query still answers from these
+        return fault
+
+    def _contextual(
+        self, kind: type[GuestFault], detail: str, request: ActivationRequest, usage: _Usage
+    ) -> GuestFault:
+        return kind(
+            detail,
+            run_id=request.run_id,
+            step=request.step,
+            digest=request.digest,
+            fuel_used=usage.fuel_used(),
+            memory_bytes=usage.memory_bytes(),
+        )
+
+    def _classify_trap(
+        self, trap: wasmtime.Trap, request: ActivationRequest, usage: _Usage
+    ) -> GuestFault:
+        code = trap.trap_code
+        name = code.name.lower() if code is not None else "unknown"
+        if code == wasmtime.TrapCode.OUT_OF_FUEL:
+            return self._contextual(
+                OutOfFuel, f"used all {request.limits.fuel} units of fuel", request, usage
+            )
+        if code == wasmtime.TrapCode.INTERRUPT:
+            return self._contextual(
+                DeadlineExceeded,
+                f"guest code ran past the {request.limits.deadline_s:g} s deadline",
+                request,
+                usage,
+            )
+        if usage.at_memory_limit(request.limits.memory_bytes):
+            fault = self._contextual(
+                MemoryLimitExceeded,
+                f"trapped ({name}) with memory at its limit of {request.limits.memory_bytes} bytes",
+                request,
+                usage,
+            )
+        else:
+            fault = self._contextual(GuestTrap, f"trap {name}: {trap.message}", request, usage)
+        fault.trap_code = name
+        return fault
+
+    def _classify_error(
+        self, exc: wasmtime.WasmtimeError, request: ActivationRequest, usage: _Usage
+    ) -> GuestFault:
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if usage.memory is None and ("memory" in message or "table" in message):
+            # Instantiation refused: the module's initial memory or table exceeds the limits.
+            return self._contextual(MemoryLimitExceeded, message, request, usage)
+        return self._contextual(GuestTrap, message, request, usage)

@@ -1,0 +1,125 @@
+"""The approval RPCs (a mixin of the servicer): authorise operators, call, map."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amber.abi import InvalidInput
+from amber.runtime.api import amber_pb2 as pb
+from amber.runtime.api import approval_mapping as m
+from amber.runtime.approvals import ApprovalService
+from amber.runtime.model import DEFAULT_TENANT, DecisionRequest, to_ms
+
+from ._operators import Operators
+from ._rpc import rpc
+from ._triage_rpc import operator_token
+
+
+def _reason(reason: str) -> str:
+    if not reason.strip():
+        raise InvalidInput("an operator command needs a reason (it goes into the audit log)")
+    return reason
+
+
+class ApprovalRpcs:
+    """ListApprovals, GetApproval, DecideApproval, IssueApprovalToken, RevokeApprovalTokens,
+    ChangeApproverRole, ListApproverRoles."""
+
+    def __init__(self, approvals: ApprovalService, operators: Operators) -> None:
+        self._approvals = approvals
+        self._approval_operators = operators
+
+    def _operator(self, context: Any, claimed: str) -> str:
+        return self._approval_operators.authorise(operator_token(context), claimed)
+
+    @rpc
+    def ListApprovals(
+        self, request: pb.ListApprovalsRequest, context: Any
+    ) -> pb.ListApprovalsResponse:
+        found = self._approvals.list_approvals(
+            tenant=request.tenant or DEFAULT_TENANT,
+            status=request.status,
+            run_id=request.run_id,
+            limit=request.limit or 100,
+        )
+        return pb.ListApprovalsResponse(approvals=[m.approval_to_pb(a) for a in found])
+
+    @rpc
+    def GetApproval(self, request: pb.GetApprovalRequest, context: Any) -> pb.ApprovalDetail:
+        detail = self._approvals.show(request.approval_id, tenant=request.tenant or DEFAULT_TENANT)
+        return m.detail_to_pb(detail)
+
+    @rpc
+    def DecideApproval(
+        self, request: pb.DecideApprovalRequest, context: Any
+    ) -> pb.DecideApprovalResponse:
+        outcome = self._approvals.submit(
+            DecisionRequest(
+                token=request.token,
+                approve=request.approve,
+                comment=request.comment,
+                via="grpc",
+                approver=request.approver,
+                tenant=request.tenant,
+                run_id=request.run_id,
+                step=request.step if request.has_step else None,
+            )
+        )
+        return pb.DecideApprovalResponse(
+            approval_id=outcome.approval_id,
+            status=outcome.status,
+            counted=outcome.counted,
+            approvals=outcome.approvals,
+            required=outcome.required,
+        )
+
+    @rpc
+    def IssueApprovalToken(
+        self, request: pb.IssueApprovalTokenRequest, context: Any
+    ) -> pb.IssueApprovalTokenResponse:
+        issued = self._approvals.issue(
+            request.approval_id,
+            request.approver,
+            operator=self._operator(context, request.operator),
+            reason=_reason(request.reason),
+            tenant=request.tenant or DEFAULT_TENANT,
+        )
+        return pb.IssueApprovalTokenResponse(
+            token=issued.token, link=issued.link, expires_ms=to_ms(issued.expires_at)
+        )
+
+    @rpc
+    def RevokeApprovalTokens(
+        self, request: pb.RevokeApprovalTokensRequest, context: Any
+    ) -> pb.RevokeApprovalTokensResponse:
+        count = self._approvals.revoke(
+            request.approval_id,
+            operator=self._operator(context, request.operator),
+            reason=_reason(request.reason),
+            tenant=request.tenant or DEFAULT_TENANT,
+            approver=request.approver or None,
+        )
+        return pb.RevokeApprovalTokensResponse(revoked=count)
+
+    @rpc
+    def ChangeApproverRole(
+        self, request: pb.ChangeApproverRoleRequest, context: Any
+    ) -> pb.ChangeApproverRoleResponse:
+        changed = self._approvals.change_role(
+            grant=request.grant,
+            tenant=request.tenant or DEFAULT_TENANT,
+            role=request.role,
+            approver=request.approver,
+            operator=self._operator(context, request.operator),
+            reason=_reason(request.reason),
+        )
+        return pb.ChangeApproverRoleResponse(changed=changed)
+
+    @rpc
+    def ListApproverRoles(
+        self, request: pb.ListApproverRolesRequest, context: Any
+    ) -> pb.ListApproverRolesResponse:
+        members = self._approvals.roles(tenant=request.tenant or DEFAULT_TENANT)
+        return pb.ListApproverRolesResponse(
+            members=[pb.RoleMember(role=r, approver=a) for r, a in members]
+        )

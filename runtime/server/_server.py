@@ -1,0 +1,225 @@
+"""The server process: gRPC frontend, lease sweeper and notification listener, over one database.
+
+The server holds no run state of its own — everything is in PostgreSQL — so several servers can
+share one database, and any of them can be killed at any time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+
+import grpc
+
+from amber import history, versions
+from amber.abi import RetryableError
+from amber.history import Database
+from amber.runtime.api import GRPC_OPTIONS
+from amber.runtime.api import amber_pb2_grpc as pb_grpc
+from amber.runtime.approvals import ApprovalPage, ApprovalService, ApprovalSink
+from amber.runtime.model import Clock, EngineSettings, SystemClock
+from amber.runtime.sandbox import check_capabilities
+from amber.runtime.services import (
+    AuditService,
+    HealthCounter,
+    MigrationService,
+    Notifier,
+    RunService,
+    TaskService,
+    TimerService,
+    TriageService,
+)
+
+from ._operators import Operators
+from ._servicer import AmberServicer
+
+_log = logging.getLogger(__name__)
+
+
+def migrate_all(db: Database) -> None:
+    """Bring the schema up to date (every package that owns tables)."""
+    history.migrate(db)
+    versions.migrate(db)
+
+
+class _Sweeper(threading.Thread):
+    """Periodically reclaims expired leases, enforces activity timeouts and fires due timers.
+
+    Every step is a conditional update in the database, so several servers can sweep at once.
+    """
+
+    def __init__(
+        self, steps: Sequence[tuple[str, Callable[[], int]]], interval_s: float, name: str
+    ) -> None:
+        super().__init__(name=name, daemon=True)
+        self._steps = tuple(steps)
+        self._interval = interval_s
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.sweep()
+
+    def sweep(self) -> None:
+        """One pass over every step (tests call this after moving a manual clock)."""
+        for what, step in self._steps:
+            try:
+                count = step()
+                if count:
+                    _log.info("swept %d %s", count, what)
+            except RetryableError as exc:
+                _log.warning("sweep of %s skipped: %s", what, exc)
+            except Exception:
+                _log.exception("sweep of %s failed; will retry", what)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalPageOptions:
+    """Where to serve the approval page, and the secret its sessions (CSRF) are signed with
+    (every server behind one public URL needs the same one, of at least 32 bytes)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    public_url: str | None = None
+    secret_key: bytes
+
+
+class AmberServer:
+    """Everything `amber server` runs, startable in-process for `amber dev` and tests."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        listen: str = "127.0.0.1:7233",
+        clock: Clock | None = None,
+        settings: EngineSettings | None = None,
+        max_threads: int = 64,
+        operators: Operators | None = None,
+        approval_sink: ApprovalSink | None = None,
+        approval_page: ApprovalPageOptions | None = None,
+    ) -> None:
+        """`approval_sink` delivers approval tokens to approvers (without one, operators mint
+        them with `amber approvals issue`); `approval_page` serves the approvers' HTTP page."""
+        self.db = db
+        self.clock = clock or SystemClock()
+        self.settings = settings or EngineSettings()
+        self.notifier = Notifier(db)
+        self.runs = RunService(db, self.clock, self.settings, self.notifier)
+        self.health = HealthCounter()
+        self.tasks = TaskService(db, self.clock, self.settings, self.notifier, self.health)
+        self.timers = TimerService(db, self.clock, self.settings, self.notifier)
+        self.registry = versions.VersionRegistry(db, manifest_checks=(check_capabilities,))
+        self.rollout = versions.Rollout(db)
+        self.migration = MigrationService(db, self.clock, self.notifier, self.rollout)
+        self.triage = TriageService(
+            db,
+            self.clock,
+            self.settings,
+            self.notifier,
+            migration=self.migration,
+            registry=self.registry,
+        )
+        self.approvals = ApprovalService(
+            db,
+            self.clock,
+            self.settings,
+            self.notifier,
+            sink=approval_sink,
+            link_base=lambda: self.approval_link_base,
+        )
+        self.audit = AuditService(db)
+        self.approval_link_base = ""
+        """Where the approval page is served (set when it starts), for the links in tokens."""
+        self.approval_page = (
+            None
+            if approval_page is None
+            else ApprovalPage(
+                self.approvals,
+                secret_key=approval_page.secret_key,
+                host=approval_page.host,
+                port=approval_page.port,
+                public_url=approval_page.public_url,
+            )
+        )
+        self._grpc = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
+            options=GRPC_OPTIONS,
+        )
+        servicer = AmberServicer(
+            self.runs,
+            self.tasks,
+            self.registry,
+            self.notifier,
+            self.clock,
+            self.settings.default_queue,
+            self.rollout,
+            self.migration,
+            self.triage,
+            operators or Operators.from_environment(),
+            self.approvals,
+            self.audit,
+        )
+        pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
+        self._listen = listen
+        interval = self.settings.sweep_interval.total_seconds()
+        self._sweeper = _Sweeper(
+            [
+                ("expired leases", self.tasks.sweep_expired_leases),
+                ("activity timeouts", self.tasks.sweep_timeouts),
+                ("due timers", self.timers.fire_due),
+                ("health counters", lambda: self.health.flush(self.db)),
+            ],
+            interval,
+            "amber-sweeper",
+        )
+        # Its own thread: a slow delivery sink (a webhook timing out) must not delay leases,
+        # timeouts and timers.
+        self._deliverer = _Sweeper(
+            [("approval deliveries", self.approvals.deliver_pending)],
+            interval,
+            "amber-approval-delivery",
+        )
+        self.port = 0
+
+    def start(self) -> int:
+        """Migrate, start listening; returns the bound port (useful with port 0)."""
+        migrate_all(self.db)
+        self.notifier.start()
+        self.port = self._grpc.add_insecure_port(self._listen)
+        if self.port == 0:
+            raise OSError(f"cannot listen on {self._listen}")
+        self._grpc.start()
+        if self.approval_page is not None:
+            self.approval_page.start()
+            self.approval_link_base = self.approval_page.base_url
+        self._sweeper.start()
+        self._deliverer.start()
+        return self.port
+
+    def sweep(self) -> None:
+        """Run one sweep now (leases, activity timeouts, timers, approval deliveries) instead
+        of waiting for it."""
+        self._sweeper.sweep()
+        self._deliverer.sweep()
+
+    def wait(self) -> None:
+        self._grpc.wait_for_termination()
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        self._sweeper.stop()
+        self._deliverer.stop()
+        if self.approval_page is not None:
+            self.approval_page.stop()
+        self._grpc.stop(grace_s).wait()
+        self.notifier.stop()
+        try:
+            self.health.flush(self.db)
+        except Exception:
+            _log.warning("could not flush health counters at shutdown", exc_info=True)

@@ -1,0 +1,468 @@
+"""The gRPC servicer: validate, call a service, map. Each method is a few lines."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from amber.abi import InvalidInput
+from amber.history import QueryAnswer, RunQuery, RunStatus
+from amber.runtime.api import amber_pb2 as pb
+from amber.runtime.api import amber_pb2_grpc as pb_grpc
+from amber.runtime.api import mapping as m
+from amber.runtime.approvals import ApprovalService
+from amber.runtime.model import DEFAULT_TENANT, Clock, SignalRequest, StartRequest, to_ms
+from amber.runtime.services import (
+    AuditService,
+    Claim,
+    MigrationService,
+    Notifier,
+    RunService,
+    TaskService,
+    TriageService,
+)
+from amber.versions import Rollout, VersionRegistry
+
+from ._approval_rpc import ApprovalRpcs
+from ._audit_rpc import AuditRpcs
+from ._operators import Operators
+from ._rpc import rpc as _rpc
+from ._triage_rpc import TriageRpcs, operator_token
+
+_log = logging.getLogger(__name__)
+MAX_POLL_WAIT_S = 60.0
+MAX_RESULT_WAIT_S = 300.0
+_IDLE_RECHECK_S = 5.0
+"""A waiting poll re-checks this often even without a notification (NOTIFY may be lost)."""
+
+
+def _wait_s(ms: int, cap: float) -> float:
+    if ms < 0:
+        raise InvalidInput("wait_ms must not be negative")
+    return min(ms / 1000, cap)
+
+
+class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
+    def __init__(
+        self,
+        runs: RunService,
+        tasks: TaskService,
+        registry: VersionRegistry,
+        notifier: Notifier,
+        clock: Clock,
+        default_queue: str,
+        rollout: Rollout,
+        migration: MigrationService,
+        triage: TriageService,
+        operators: Operators,
+        approvals: ApprovalService,
+        audit: AuditService,
+    ) -> None:
+        TriageRpcs.__init__(self, triage, operators)
+        ApprovalRpcs.__init__(self, approvals, operators)
+        AuditRpcs.__init__(self, audit)
+        self._runs = runs
+        self._tasks = tasks
+        self._registry = registry
+        self._notifier = notifier
+        self._clock = clock
+        self._default_queue = default_queue
+        self._rollout = rollout
+        self._migration = migration
+
+    def _actor(self, context: Any, claimed: str) -> str:
+        """Who runs an operator command: the token's operator where the server checks tokens,
+        else the name the caller gives ("api" when none)."""
+        if self._operators.by_hash is None:
+            return claimed or "api"
+        return self._operators.authorise(operator_token(context), claimed)
+
+    # -- applications ----------------------------------------------------------------------
+
+    @_rpc
+    def StartRun(self, request: pb.StartRunRequest, context: Any) -> pb.StartRunResponse:
+        result = self._runs.start(
+            StartRequest(
+                workflow_type=request.workflow_type,
+                input=request.input,
+                tenant=request.tenant or DEFAULT_TENANT,
+                workflow_id=request.workflow_id,
+                version=request.version,
+                queue=request.queue,
+                execution_timeout_ms=request.execution_timeout_ms,
+                signal=SignalRequest(
+                    name=request.signal_name,
+                    payload=request.signal_payload,
+                    request_id=request.signal_request_id,
+                )
+                if request.signal_name
+                else None,
+            )
+        )
+        return pb.StartRunResponse(
+            run=m.run_to_pb(result.run),
+            already_started=result.already_started,
+            signalled=result.signalled,
+        )
+
+    @_rpc
+    def SignalRun(self, request: pb.SignalRunRequest, context: Any) -> pb.SignalRunResponse:
+        signal = SignalRequest(
+            name=request.name, payload=request.payload, request_id=request.request_id
+        )
+        result = self._runs.signal(request.run_id, signal, tenant=request.tenant or DEFAULT_TENANT)
+        return pb.SignalRunResponse(seq=result.seq, duplicate=result.duplicate)
+
+    @_rpc
+    def QueryRun(self, request: pb.QueryRunRequest, context: Any) -> pb.QueryRunResponse:
+        wait = _wait_s(request.wait_ms, MAX_POLL_WAIT_S) if request.wait_ms else 10.0
+        answer = self._runs.query(
+            request.run_id, request.name, timeout_s=wait, tenant=request.tenant or DEFAULT_TENANT
+        )
+        return pb.QueryRunResponse(result=answer.value, ended=answer.ended)
+
+    @_rpc
+    def CancelRun(self, request: pb.CancelRunRequest, context: Any) -> pb.CancelRunResponse:
+        already = self._runs.cancel(
+            request.run_id,
+            reason=request.reason,
+            by=self._actor(context, request.operator),
+            tenant=request.tenant or DEFAULT_TENANT,
+        )
+        return pb.CancelRunResponse(already_requested=already)
+
+    @_rpc
+    def TerminateRun(
+        self, request: pb.TerminateRunRequest, context: Any
+    ) -> pb.TerminateRunResponse:
+        if not request.reason:
+            raise InvalidInput("terminating a run needs a reason")
+        self._runs.terminate(
+            request.run_id,
+            reason=request.reason,
+            by=self._actor(context, request.operator),
+            tenant=request.tenant or DEFAULT_TENANT,
+        )
+        return pb.TerminateRunResponse()
+
+    @_rpc
+    def ResetRun(self, request: pb.ResetRunRequest, context: Any) -> pb.ResetRunResponse:
+        if not request.reason:
+            raise InvalidInput("resetting a run needs a reason")
+        run = self._runs.reset(
+            request.run_id,
+            to_event=request.to_event,
+            reason=request.reason,
+            by=self._actor(context, request.operator),
+            tenant=request.tenant or DEFAULT_TENANT,
+        )
+        return pb.ResetRunResponse(run=m.run_to_pb(run))
+
+    @_rpc
+    def DescribeRun(self, request: pb.DescribeRunRequest, context: Any) -> pb.DescribeRunResponse:
+        tenant = request.tenant or DEFAULT_TENANT
+        return m.description_to_pb(self._runs.describe(request.run_id, tenant=tenant))
+
+    @_rpc
+    def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
+        tenant = request.tenant or DEFAULT_TENANT
+        run = self._runs.get(request.run_id, tenant=tenant)
+        events = self._runs.history(run.run_id, after_seq=request.after_seq, tenant=tenant)
+        return pb.GetHistoryResponse(events=[m.event_to_pb(e) for e in events], run_id=run.run_id)
+
+    @_rpc
+    def GetResult(self, request: pb.GetResultRequest, context: Any) -> pb.GetResultResponse:
+        wait = _wait_s(request.wait_ms, MAX_RESULT_WAIT_S)
+        tenant = request.tenant or DEFAULT_TENANT
+        run = self._runs.wait_closed(request.run_id, timeout_s=wait, tenant=tenant)
+        return pb.GetResultResponse(run=m.run_to_pb(run), closed=run.status.closed)
+
+    @_rpc
+    def ListRuns(self, request: pb.ListRunsRequest, context: Any) -> pb.ListRunsResponse:
+        try:
+            status = RunStatus(request.status) if request.status else None
+        except ValueError:
+            raise InvalidInput(f"unknown run status {request.status!r}") from None
+        before = None
+        if request.page_token:
+            try:
+                before = str(uuid.UUID(request.page_token))
+            except ValueError:
+                raise InvalidInput("malformed page token") from None
+        limit = request.limit or 50
+        runs = self._runs.list(
+            RunQuery(
+                tenant=request.tenant or DEFAULT_TENANT,
+                status=status,
+                workflow_type=request.workflow_type or None,
+                limit=limit,
+                before=before,
+            )
+        )
+        token = runs[-1].run_id if len(runs) == limit else ""
+        return pb.ListRunsResponse(runs=[m.run_to_pb(r) for r in runs], next_page_token=token)
+
+    # -- versions --------------------------------------------------------------------------
+
+    @_rpc
+    def UploadVersion(
+        self, request: pb.UploadVersionRequest, context: Any
+    ) -> pb.UploadVersionResponse:
+        now = self._clock.now()
+        result = self._registry.upload(request.module, now=now, label=request.label)
+        if request.promote:  # audited like any promotion; each type on its own
+            for workflow_type in result.version.manifest.workflows:
+                self._rollout.promote(
+                    workflow_type, result.version.digest, now=now, actor="upload", reason=""
+                )
+            self._tasks_forget(result.version.manifest.workflows)
+            result = replace(result, version=self._registry.get(result.version.digest))
+        return pb.UploadVersionResponse(
+            version=m.version_to_pb(result.version), created=result.created
+        )
+
+    @_rpc
+    def ListVersions(
+        self, request: pb.ListVersionsRequest, context: Any
+    ) -> pb.ListVersionsResponse:
+        return pb.ListVersionsResponse(versions=[m.version_to_pb(v) for v in self._registry.list()])
+
+    @_rpc
+    def GetVersion(self, request: pb.GetVersionRequest, context: Any) -> pb.GetVersionResponse:
+        return pb.GetVersionResponse(version=m.version_to_pb(self._registry.get(request.ref)))
+
+    @_rpc
+    def GetModule(self, request: pb.GetModuleRequest, context: Any) -> pb.GetModuleResponse:
+        return pb.GetModuleResponse(module=self._registry.module_bytes(request.digest))
+
+    @_rpc
+    def LabelVersion(self, request: pb.LabelVersionRequest, context: Any) -> pb.GetVersionResponse:
+        version = self._registry.label(
+            request.ref,
+            request.label,
+            now=self._clock.now(),
+            actor=self._actor(context, request.operator),
+        )
+        return pb.GetVersionResponse(version=m.version_to_pb(version))
+
+    @_rpc
+    def ChangeRollout(self, request: pb.ChangeRolloutRequest, context: Any) -> pb.RolloutStatus:
+        change = _ROLLOUT_ACTIONS.get(request.action)
+        if change is None:
+            raise InvalidInput(
+                f"unknown rollout action {request.action!r} (one of {', '.join(_ROLLOUT_ACTIONS)})"
+            )
+        kind = request.workflow_type
+        note = _Note(
+            now=self._clock.now(),
+            actor=self._actor(context, request.operator),
+            reason=request.reason,
+        )
+        change(self._rollout, request, note)
+        self._tasks_forget([kind])
+        return m.rollout_to_pb(self._rollout.status(kind))
+
+    def _tasks_forget(self, workflow_types: Sequence[str]) -> None:
+        for workflow_type in workflow_types:
+            self._tasks.forget_upgrade_target(workflow_type)
+
+    @_rpc
+    def GetRollout(self, request: pb.GetRolloutRequest, context: Any) -> pb.RolloutStatus:
+        return m.rollout_to_pb(self._rollout.status(request.workflow_type))
+
+    @_rpc
+    def RetireVersion(
+        self, request: pb.RetireVersionRequest, context: Any
+    ) -> pb.GetVersionResponse:
+        if not request.reason:
+            raise InvalidInput("retiring a version needs a reason")
+        version = self._registry.retire(
+            request.ref,
+            now=self._clock.now(),
+            actor=self._actor(context, request.operator),
+            reason=request.reason,
+        )
+        return pb.GetVersionResponse(version=m.version_to_pb(version))
+
+    @_rpc
+    def CheckVersion(
+        self, request: pb.CheckVersionRequest, context: Any
+    ) -> pb.CheckVersionResponse:
+        digest, checks = self._migration.check(
+            request.candidate,
+            request.workflow_type,
+            run_ids=list(request.run_ids),
+            closed_sample=request.closed_sample,
+            timeout_s=_wait_s(request.wait_ms, MAX_RESULT_WAIT_S) if request.wait_ms else 60.0,
+        )
+        return pb.CheckVersionResponse(
+            candidate=digest, runs=[m.run_check_to_pb(c) for c in checks]
+        )
+
+    @_rpc
+    def MigrateRuns(self, request: pb.MigrateRunsRequest, context: Any) -> pb.MigrateRunsResponse:
+        if not request.reason:
+            raise InvalidInput("migrating runs needs a reason")
+        digest, checks = self._migration.migrate(
+            request.candidate,
+            request.workflow_type,
+            run_ids=list(request.run_ids),
+            actor=self._actor(context, request.operator),
+            reason=request.reason,
+            timeout_s=_wait_s(request.wait_ms, MAX_RESULT_WAIT_S) if request.wait_ms else 60.0,
+        )
+        return pb.MigrateRunsResponse(candidate=digest, runs=[m.run_check_to_pb(c) for c in checks])
+
+    # -- workers ---------------------------------------------------------------------------
+
+    @_rpc
+    def PollTask(self, request: pb.PollTaskRequest, context: Any) -> pb.PollTaskResponse:
+        if not request.worker_id:
+            raise InvalidInput("worker_id is required")
+        queue = request.queue or self._default_queue
+        pool = request.pool or "main"
+        if pool not in ("main", "surgical"):
+            raise InvalidInput(f"unknown pool {pool!r} (main or surgical)")
+        deadline = time.monotonic() + _wait_s(request.wait_ms, MAX_POLL_WAIT_S)
+        notifier = self._notifier
+        seen = notifier.task_generation(queue, pool)
+        try:
+            while context.is_active():
+                seen = notifier.task_generation(queue, pool)
+                claimed = self._tasks.claim(queue=queue, worker=request.worker_id, pool=pool)
+                if claimed is not None:
+                    notifier.pass_on(queue, pool)
+                    return pb.PollTaskResponse(task=m.claimed_to_pb(claimed))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                wait = min(remaining, self._until_visible(queue, pool))
+                notifier.wait_tasks(queue, seen, wait, pool)
+        except BaseException:
+            notifier.pass_on(queue, pool)  # a wake it may have taken must not end with it
+            raise
+        if notifier.task_generation(queue, pool) != seen:  # woken, then cancelled: pass it on
+            notifier.pass_on(queue, pool)
+        return pb.PollTaskResponse()
+
+    def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:
+        if not want:
+            return None
+        if not worker_id:
+            raise InvalidInput("worker_id is required to receive a next task")
+        return Claim(queue=queue or self._default_queue, worker=worker_id)
+
+    def _until_visible(self, queue: str, pool: str) -> float:
+        """Seconds until the queue's next delayed task becomes visible (or a safety recheck)."""
+        visible_at = self._tasks.next_visible(queue, pool)
+        if visible_at is None:
+            return _IDLE_RECHECK_S
+        wait = (visible_at - self._clock.now()).total_seconds()
+        return min(max(wait, 0.005), _IDLE_RECHECK_S)
+
+    @_rpc
+    def CompleteTask(
+        self, request: pb.CompleteTaskRequest, context: Any
+    ) -> pb.CompleteTaskResponse:
+        which = request.WhichOneof("completion")
+        claim = self._claim(request.want_next, request.next_queue, request.worker_id)
+        audit = self._tasks.refused_report(request.run_id, request.worker_id, f"{which} report")
+        with audit:
+            if which == "workflow":
+                done = m.workflow_completion_from_pb(request.workflow)
+                claimed = self._tasks.complete_workflow(
+                    task_id=request.task_id,
+                    fencing=request.fencing,
+                    done=done,
+                    claim_next=claim,
+                    fuel=request.stats.fuel_used,
+                )
+            elif which == "activity":
+                outcome = m.activity_completion_from_pb(request.activity)
+                claimed = self._tasks.complete_activity(
+                    task_id=request.task_id,
+                    fencing=request.fencing,
+                    outcome=outcome,
+                    claim_next=claim,
+                    fuel=request.stats.fuel_used,
+                )
+            else:
+                raise InvalidInput("CompleteTask needs a workflow or an activity completion")
+        return pb.CompleteTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
+
+    @_rpc
+    def FailTask(self, request: pb.FailTaskRequest, context: Any) -> pb.FailTaskResponse:
+        with self._tasks.refused_report(request.run_id, request.worker_id, "failure report"):
+            claimed = self._tasks.fail(
+                task_id=request.task_id,
+                fencing=request.fencing,
+                failure=m.failure_report_from_pb(request.failure),
+                worker=request.worker_id,
+                claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
+            )
+        return pb.FailTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
+
+    @_rpc
+    def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
+        ack = self._tasks.heartbeat(
+            task_id=request.task_id,
+            fencing=request.fencing,
+            details=request.details if request.has_details else None,
+        )
+        return pb.HeartbeatResponse(
+            lease_expires_ms=to_ms(ack.lease_expires_at), cancel_requested=ack.cancel_requested
+        )
+
+    @_rpc
+    def ReleaseLeases(
+        self, request: pb.ReleaseLeasesRequest, context: Any
+    ) -> pb.ReleaseLeasesResponse:
+        released = self._tasks.release_leases_of(request.worker_id)
+        return pb.ReleaseLeasesResponse(released=released)
+
+    @_rpc
+    def CompleteQuery(
+        self, request: pb.CompleteQueryRequest, context: Any
+    ) -> pb.CompleteQueryResponse:
+        if request.HasField("error"):
+            answer = QueryAnswer(
+                result=None, error_type=request.error.type, message=request.error.message
+            )
+        else:
+            answer = QueryAnswer(result=request.result, message=request.ended)
+        self._tasks.complete_query(task_id=request.task_id, fencing=request.fencing, answer=answer)
+        return pb.CompleteQueryResponse()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Note:
+    """Who changes a rollout, when and why (for the audit record)."""
+
+    now: datetime
+    actor: str
+    reason: str
+
+
+_RolloutAction = Callable[[Rollout, pb.ChangeRolloutRequest, _Note], object]
+_ROLLOUT_ACTIONS: dict[str, _RolloutAction] = {
+    "promote": lambda r, q, n: r.promote(
+        q.workflow_type, q.ref, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "ramp": lambda r, q, n: r.ramp(
+        q.workflow_type, q.ref, q.percent, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "rollback": lambda r, q, n: r.rollback(
+        q.workflow_type, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "auto_upgrade": lambda r, q, n: r.auto_upgrade(
+        q.workflow_type, q.ref, now=n.now, actor=n.actor, reason=n.reason
+    ),
+    "stop_auto_upgrade": lambda r, q, n: r.auto_upgrade(
+        q.workflow_type, None, now=n.now, actor=n.actor, reason=n.reason
+    ),
+}

@@ -1,0 +1,38 @@
+"""The server's transaction steps over `amber.history` and `amber.versions`: runs, tasks, timers,
+lifecycle, attempts and poison, migration, reset, triage, audit, notifications.
+
+Rule: imports `model` only (never wasmtime, gRPC or `replay`); public methods own their
+transactions, `*_txn` helpers compose inside one.
+"""
+
+from __future__ import annotations
+
+from ._approvals import resolve_approval_txn
+from ._audit import MAX_AUDIT_PAGE, AuditService
+from ._lifecycle import Lifecycle, RunSpec, Wake
+from ._migration import MigrationService
+from ._notify import Notifier
+from ._poison import fingerprint
+from ._runs import RunService
+from ._stats import HealthCounter
+from ._tasks import Claim, TaskService
+from ._timers import TimerService
+from ._triage import TriageService
+
+__all__ = [
+    "MAX_AUDIT_PAGE",
+    "AuditService",
+    "Claim",
+    "HealthCounter",
+    "Lifecycle",
+    "MigrationService",
+    "Notifier",
+    "RunService",
+    "RunSpec",
+    "TaskService",
+    "TimerService",
+    "TriageService",
+    "Wake",
+    "fingerprint",
+    "resolve_approval_txn",
+]

@@ -1,0 +1,217 @@
+"""Reset: start a new run that replays an old run's history up to one event and goes on.
+
+The new run copies the old run's events after RunStarted up to the reset point, gets back the
+activity tasks and timers those events left outstanding (activities with the options they were
+scheduled with), keeps the chain's execution deadline and received signal ids, and becomes the
+workflow id's current run; the old run is terminated if still open, and both are linked by
+events (RunStarted.reset_from, RunReset.new_run_id).
+
+Reset points are refused, with the reason, where the copy could not be faithful:
+- at or after the run's closing event (nothing left to go on with);
+- while a child started in the prefix is still open (two runs would own one child);
+- before a child started in the remainder (it would start again under a workflow id that is
+  taken for good, and fail where it once succeeded);
+- on a run that is not the current run of its workflow id while the current one is open
+  (the reset would orphan the open run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from amber.abi import InvalidInput, parse_activity_options
+from amber.history import (
+    CLOSING_EVENTS,
+    Cursor,
+    Event,
+    EventType,
+    NewEvent,
+    Run,
+    Timer,
+    TimerKind,
+    append_events_txn,
+    get_run_by_workflow_id_txn,
+    insert_timer_txn,
+    mark_cancel_requested_txn,
+    read_events_txn,
+    set_next_cmd_txn,
+    workflow_timer_id,
+)
+from amber.runtime.model import Clock, Projection, from_ms, project
+
+from ._approvals import restore_approval_txn
+from ._lifecycle import ActivityRequest, Lifecycle, RunSpec, Wake, execution_deadline
+
+_NOT_COPIED = frozenset({EventType.HISTORY_WARNING})
+"""Events that describe the old run rather than its workflow's progress."""
+_STARTED_KEYS = frozenset({"workflow_type", "workflow_id", "tenant", "input"})
+"""RunStarted keys the new run writes itself."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResetRequest:
+    """What an operator asked for."""
+
+    to_event: int
+    """The last event of the old run the new run keeps."""
+    reason: str
+    by: str
+
+
+class Resetter:
+    """Performs resets inside a caller's transaction (the caller found and locked the run)."""
+
+    def __init__(self, clock: Clock, life: Lifecycle) -> None:
+        self._clock = clock
+        self._life = life
+
+    def reset_txn(self, cur: Cursor, old: Run, request: ResetRequest) -> tuple[str, list[Wake]]:
+        """Reset `old` (locked FOR UPDATE); returns the new run's id and the wakes."""
+        to_event = request.to_event
+        if not 1 <= to_event <= old.last_seq:
+            raise InvalidInput(f"--to-event must be between 1 and {old.last_seq}")
+        self._check_current_txn(cur, old)
+        events = read_events_txn(cur, old.run_id)
+        kept, remainder = events[:to_event], events[to_event:]
+        _check_point(kept, remainder)
+        started = dict(kept[0].payload)
+        spec = RunSpec(
+            tenant=old.tenant,
+            workflow_id=old.workflow_id,
+            workflow_type=old.workflow_type,
+            digest=old.digest,
+            queue=old.queue,
+            input=old.input,
+            new_chain=False,
+            parent_run_id=old.parent_run_id,
+            parent_cmd=old.parent_cmd,
+            parent_close_policy=old.parent_close_policy,
+            execution_deadline=execution_deadline(kept[0]),
+            inherit_from=old.run_id,
+            started={k: v for k, v in started.items() if k not in _STARTED_KEYS}
+            | {"reset_from": {"run_id": old.run_id, "seq": to_event}},
+            prefix=[
+                NewEvent(type=e.type, payload=e.payload, digest=e.digest)
+                for e in kept[1:]
+                if e.type not in _NOT_COPIED
+            ],
+        )
+        new, wakes = self._life.create_run_txn(cur, spec)
+        wakes += self._restore_txn(cur, new)
+        marker = NewEvent(
+            type=EventType.RUN_RESET,
+            payload={
+                "new_run_id": new.run_id,
+                "to_seq": to_event,
+                "reason": request.reason,
+                "by": request.by,
+            },
+            digest=old.digest,
+        )
+        append_events_txn(cur, old.run_id, [marker], expected_last_seq=None, now=self._clock.now())
+        if not old.status.closed:
+            wakes += self._life.terminate_txn(
+                cur, old, f"reset to run {new.run_id}", request.by, superseded=True
+            )
+        return new.run_id, wakes
+
+    @staticmethod
+    def _check_current_txn(cur: Cursor, old: Run) -> None:
+        current = get_run_by_workflow_id_txn(cur, old.tenant, old.workflow_id)
+        if current is not None and current.run_id != old.run_id and not current.status.closed:
+            raise InvalidInput(
+                f"run {old.run_id} is not the current run of workflow id {old.workflow_id!r};"
+                f" its current run {current.run_id} is {current.status.value} (reset that run,"
+                " or terminate it first)"
+            )
+
+    def _restore_txn(self, cur: Cursor, run: Run) -> list[Wake]:
+        """Re-create the activity tasks, timers and approvals the copied history left
+        outstanding (an approval gets a new id and new tokens: the old run's are revoked when it
+        closes).
+
+        If the copied history holds a cancellation request, restored activities are cancelled
+        rather than queued: an activity that has not started when cancellation is known never
+        starts (the same rule as a live cancellation).
+        """
+        events = read_events_txn(cur, run.run_id)
+        projection = project(events)
+        set_next_cmd_txn(cur, run.run_id, len(projection.commands))
+        wakes: list[Wake] = []
+        cancelled: list[NewEvent] = []
+        for event in _open_commands(events, projection):
+            cmd = event.payload["cmd"]
+            if event.type is EventType.ACTIVITY_SCHEDULED and projection.cancel is not None:
+                cancelled.append(
+                    NewEvent(
+                        type=EventType.ACTIVITY_CANCELLED,
+                        payload={"cmd": cmd, "message": "cancelled before it started (reset)"},
+                        digest=run.digest,
+                    )
+                )
+            elif event.type is EventType.ACTIVITY_SCHEDULED:
+                activity = ActivityRequest(
+                    cmd=cmd,
+                    name=event.payload["name"],
+                    args=event.payload["args"],
+                    options=parse_activity_options(
+                        event.payload.get("options") or {}, "ActivityScheduled"
+                    ),
+                )
+                wakes += self._life.schedule_activity_txn(cur, run, run.digest, activity)
+            elif event.type is EventType.APPROVAL_REQUESTED:
+                restore_approval_txn(cur, run, event.payload, self._clock.now())
+            elif event.type is EventType.TIMER_STARTED:
+                insert_timer_txn(
+                    cur,
+                    Timer(
+                        run_id=run.run_id,
+                        timer_id=workflow_timer_id(cmd),
+                        kind=TimerKind.WORKFLOW,
+                        cmd=cmd,
+                        fire_at=from_ms(event.payload["fire_at_ms"]),
+                    ),
+                )
+        if projection.cancel is not None:
+            mark_cancel_requested_txn(
+                cur, run.run_id, projection.cancel.seq, projection.cancel.reason
+            )
+        if cancelled:
+            append_events_txn(
+                cur, run.run_id, cancelled, expected_last_seq=None, now=self._clock.now()
+            )
+        return wakes
+
+
+def _open_commands(events: Sequence[Event], projection: Projection) -> list[Event]:
+    """The scheduling events (ActivityScheduled, TimerStarted, ApprovalRequested) of unresolved
+    commands."""
+    resolved = projection.resolved()
+    starts = (EventType.ACTIVITY_SCHEDULED, EventType.TIMER_STARTED, EventType.APPROVAL_REQUESTED)
+    return [e for e in events if e.type in starts and e.payload["cmd"] not in resolved]
+
+
+def _check_point(kept: Sequence[Event], remainder: Sequence[Event]) -> None:
+    at = kept[-1].seq
+    for event in kept:
+        if event.type in CLOSING_EVENTS or event.type is EventType.RUN_RESET:
+            raise InvalidInput(
+                f"cannot reset to event {at}: the run closed at event {event.seq}"
+                f" ({event.type.value}); reset to an event before it"
+            )
+    projection = project(kept)
+    resolved = projection.resolved()
+    for command in projection.commands:
+        if command.kind == "child" and command.cmd not in resolved:
+            raise InvalidInput(
+                f"cannot reset to event {at}: child workflow of command {command.cmd} is still"
+                " open there (reset to before it started or after it ended)"
+            )
+    for event in remainder:
+        if event.type is EventType.CHILD_STARTED and event.payload.get("run_id"):
+            raise InvalidInput(
+                f"cannot reset to event {at}: the child started at event {event.seq}"
+                f" (workflow id {event.payload.get('workflow_id')!r}) would start again under a"
+                " workflow id that is taken for good; reset to after that child ended"
+            )

@@ -1,0 +1,618 @@
+"""The worker-facing side of the engine: lease tasks, record their outcomes, reclaim leases.
+
+Every method is one transaction (through `Database.run`) composed of `history` helpers and the
+`Lifecycle` steps, so an outcome and its consequences — events appended, the next task
+enqueued, the finished task deleted, the failure counted — commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from amber.abi import (
+    NAME,
+    ActivityOutcome,
+    ActivityStatus,
+    InvalidInput,
+    ScheduleActivity,
+    StartChild,
+    WorkflowStatus,
+)
+from amber.history import (
+    QUERIES_CHANNEL,
+    TASKS_CHANNEL,
+    Cursor,
+    Database,
+    Discarded,
+    EventType,
+    LeaseLost,
+    NewEvent,
+    QueryAnswer,
+    Run,
+    RunClosing,
+    RunStatus,
+    Task,
+    TaskKind,
+    TaskState,
+    VersionConflict,
+    append_events_txn,
+    claim_task_with_run_txn,
+    defer_task_txn,
+    delete_task_txn,
+    expired_leases_txn,
+    extend_lease_txn,
+    get_run_txn,
+    leases_held_by_txn,
+    lock_leased_task_txn,
+    lock_leased_task_with_run_txn,
+    next_visible_txn,
+    note_claim_txn,
+    notify_txn,
+    put_query_answer_txn,
+    read_events_txn,
+    record_discarded_txn,
+    release_task_txn,
+    take_leased_task_with_run_txn,
+    timed_out_tasks_txn,
+    try_lock_run_txn,
+)
+from amber.runtime.model import (
+    MAX_NEW_COMMANDS,
+    ClaimedTask,
+    Clock,
+    EngineSettings,
+    FailureReason,
+    FailureReport,
+    HeartbeatAck,
+    NewCommand,
+    PayloadTooLarge,
+    UpgradeReport,
+    WorkflowCompletion,
+    new_run_id,
+)
+from amber.versions import OK, UnknownWorkflowType, rollout_of_txn
+
+from ._attempts import Attempts, FailedAttempt, timeout_kind
+from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
+from ._lifecycle import Lifecycle, RunSpec, Wake, closing_event, execution_deadline
+from ._migration import Counted, checked_answer, upgrade_txn
+from ._notify import Notifier
+from ._stats import HealthCounter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Claim:
+    """Eager dispatch: lease the worker's next task in the transaction that records its last."""
+
+    queue: str
+    worker: str
+    pool: str = "main"
+
+
+_UPGRADE_CACHE_S = 5.0
+_READS = frozenset({TaskKind.QUERY, TaskKind.CHECK})
+"""Tasks that only read a run (a replay that appends nothing); answered, never retried."""
+
+_STATUS_CLOSING = {
+    WorkflowStatus.COMPLETED: RunStatus.COMPLETED,
+    WorkflowStatus.FAILED: RunStatus.FAILED,
+    WorkflowStatus.CANCELLED: RunStatus.CANCELLED,
+    WorkflowStatus.CONTINUE_AS_NEW: RunStatus.CONTINUED_AS_NEW,
+}
+
+
+class TaskService:
+    """Lease, complete, fail and heartbeat tasks; reclaim expired leases; enforce timeouts."""
+
+    def __init__(
+        self,
+        db: Database,
+        clock: Clock,
+        settings: EngineSettings,
+        notifier: Notifier | None,
+        health: HealthCounter | None = None,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._settings = settings
+        self._notifier = notifier
+        self._life = Lifecycle(clock, settings)
+        self._attempts = Attempts(clock, settings, self._life)
+        self._health = health or HealthCounter()
+        self._upgrades: dict[str, tuple[str | None, float]] = {}
+
+    # -- leasing -----------------------------------------------------------------------------
+
+    def claim(self, *, queue: str, worker: str, pool: str = "main") -> ClaimedTask | None:
+        """Lease the next visible task of `queue` in `pool` (main, or surgical: poisoned
+        tasks only), or None."""
+        claim = Claim(queue=queue, worker=worker, pool=pool)
+        return self._db.run(lambda cur: self._claim_txn(cur, claim))
+
+    def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
+        now = self._clock.now()
+        while True:
+            claimed = claim_task_with_run_txn(
+                cur,
+                queue=claim.queue,
+                worker=claim.worker,
+                now=now,
+                lease=self._settings.lease,
+                pool=claim.pool,
+            )
+            if claimed is None:
+                return None
+            task, run = claimed
+            if run is None or (run.status.closed and task.kind not in _READS):
+                delete_task_txn(cur, task.task_id)  # leftover of a closed run
+                continue
+            if task.kind is TaskKind.ACTIVITY:
+                return ClaimedTask(task=task, run=run)
+            # Positions are 1..n without gaps: the claim's head as a limit reads a consistent
+            # prefix even if an append commits meanwhile (its report then conflicts).
+            events = tuple(read_events_txn(cur, task.run_id, limit=task.claimed_seq))
+            upgrade = ""
+            if task.kind is TaskKind.WORKFLOW:
+                target = self._upgrade_target(cur, run.workflow_type)
+                if target and target not in (run.digest, run.upgrade_blocked):
+                    upgrade = target
+            if upgrade:
+                seq = task.claimed_seq or 0
+                note_claim_txn(cur, task.task_id, claimed_seq=seq, upgrade_offer=upgrade)
+                task = replace(task, upgrade_offer=upgrade)
+            return ClaimedTask(task=task, run=run, events=events, upgrade_to=upgrade)
+
+    def forget_upgrade_target(self, workflow_type: str) -> None:
+        """Drop the cached automatic upgrade target of a type (its rollout just changed here;
+        other servers see the change within `_UPGRADE_CACHE_S`)."""
+        self._upgrades.pop(workflow_type, None)
+
+    def _upgrade_target(self, cur: Cursor, workflow_type: str) -> str | None:
+        """A type's automatic upgrade target, cached for a few seconds (read on every claim)."""
+        now = time.monotonic()
+        cached = self._upgrades.get(workflow_type)
+        if cached is not None and now - cached[1] < _UPGRADE_CACHE_S:
+            return cached[0]
+        try:
+            target = rollout_of_txn(cur, workflow_type).auto_upgrade_to
+        except UnknownWorkflowType:
+            target = None
+        self._upgrades[workflow_type] = (target, now)
+        return target
+
+    def _record(
+        self, body: Callable[[Cursor, list[Counted]], list[Wake]], claim: Claim | None, fuel: int
+    ) -> ClaimedTask | None:
+        """Run an outcome's transaction, leasing the next task in it when asked to; then count
+        the activations it judged for their versions' health (by the digest on the server's
+        own record, never the one a worker names)."""
+        counted: list[Counted] = []
+
+        def txn(cur: Cursor) -> tuple[list[Wake], ClaimedTask | None]:
+            counted.clear()  # a retried transaction counts once
+            wakes = body(cur, counted)
+            return wakes, None if claim is None else self._claim_txn(cur, claim)
+
+        wakes, claimed = self._db.run(txn)
+        if claimed is not None and claim is not None:  # that task needs no poller
+            with contextlib.suppress(ValueError):
+                wakes.remove((TASKS_CHANNEL, claim.queue))
+        self._poke(wakes)
+        for digest, kind, reason in counted:
+            self._health.record(digest, kind, reason, fuel)
+        return claimed
+
+    def next_visible(self, queue: str, pool: str = "main") -> datetime | None:
+        """When the queue's next pending task in `pool` becomes visible (None: none pending)."""
+        return self._db.run(lambda cur: next_visible_txn(cur, queue, pool))
+
+    def heartbeat(
+        self, *, task_id: int, fencing: int, details: bytes | None = None
+    ) -> HeartbeatAck:
+        """Extend a held lease (and, with `details`, record an activity heartbeat).
+
+        Raises `LeaseLost`. The answer says whether the run asked the activity to stop.
+        """
+        if details is not None and len(details) > self._settings.max_payload_bytes:
+            raise PayloadTooLarge(f"heartbeat details are {len(details)} bytes")
+        now = self._clock.now()
+        until = now + self._settings.lease
+        cancel = self._db.run(
+            lambda cur: extend_lease_txn(cur, task_id, fencing, until, details=details, now=now)
+        )
+        return HeartbeatAck(lease_expires_at=until, cancel_requested=cancel)
+
+    @contextlib.contextmanager
+    def refused_report(self, run_id: str, worker: str, what: str) -> Iterator[None]:
+        """Record a report refused for a lost lease (stale or repeated) before re-raising it:
+        it changes nothing in the run, but an operator can see that it came."""
+        try:
+            yield
+        except LeaseLost as exc:
+            try:
+                uuid.UUID(run_id)
+            except ValueError:
+                raise exc from None
+            discarded = Discarded(
+                run_id=run_id,
+                kind="stale_report",
+                detail=f"{what} from {worker or 'a worker'} refused: {exc}",
+                created_at=self._clock.now(),
+            )
+            self._db.run(lambda cur: record_discarded_txn(cur, discarded))
+            raise
+
+    # -- workflow outcomes ---------------------------------------------------------------------
+
+    def complete_workflow(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        done: WorkflowCompletion,
+        claim_next: Claim | None = None,
+        fuel: int = 0,
+    ) -> ClaimedTask | None:
+        """Append a workflow activation's commands (and closing event) under its lease.
+
+        Returns the worker's next task when `claim_next` asks for one. Raises `LeaseLost` for a
+        stale worker and `VersionConflict` if history moved on since the activation read it (the
+        task is then dropped: a newer pending task covers the run).
+        """
+        self._check_commands(done.commands, done.result)
+        try:
+            return self._record(
+                lambda cur, counted: self._complete_workflow_txn(
+                    cur, task_id, fencing, done, counted
+                ),
+                claim_next,
+                fuel,
+            )
+        except VersionConflict:
+            self._poke(self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing)))
+            raise
+
+    def _check_commands(self, commands: Sequence[NewCommand], result: bytes | None) -> None:
+        if len(commands) > MAX_NEW_COMMANDS:
+            raise InvalidInput(f"{len(commands)} new commands; the cap is {MAX_NEW_COMMANDS}")
+        if any(new.cmd != commands[0].cmd + i for i, new in enumerate(commands)):
+            raise InvalidInput("new command indexes must be consecutive")
+        limit = self._settings.max_payload_bytes
+        for new in commands:
+            command = new.command
+            if isinstance(command, ScheduleActivity):
+                if not NAME.fullmatch(command.name):
+                    raise InvalidInput(f"{command.name[:140]!r} is not a valid activity name")
+                if len(command.args) > limit:
+                    raise PayloadTooLarge(
+                        f"activity {command.name!r} arguments are {len(command.args)} bytes;"
+                        f" the limit is {limit}"
+                    )
+            if isinstance(command, StartChild) and len(command.input) > limit:
+                raise PayloadTooLarge(
+                    f"child {command.workflow_id!r} input is {len(command.input)} bytes;"
+                    f" the limit is {limit}"
+                )
+        if result is not None and len(result) > limit:
+            raise PayloadTooLarge(f"workflow result is {len(result)} bytes; the limit is {limit}")
+
+    def _complete_workflow_txn(
+        self,
+        cur: Cursor,
+        task_id: int,
+        fencing: int,
+        done: WorkflowCompletion,
+        counted: list[Counted],
+    ) -> list[Wake]:
+        now = self._clock.now()
+        task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
+        if run is None or run.status.closed:
+            delete_task_txn(cur, task_id)
+            return []
+        report = UpgradeReport(migrate_to=done.migrate_to, failed=done.upgrade_failed)
+        upgrade = upgrade_txn(cur, task, run, report)
+        if upgrade is None:  # the offer was withdrawn meanwhile: run the activation again
+            release_task_txn(cur, task, now)
+            notify_txn(cur, TASKS_CHANNEL, run.queue)
+            return [(TASKS_CHANNEL, run.queue)]
+        run, digest, events = upgrade.run, upgrade.digest, list(upgrade.events)
+        counted.append((digest, task.kind.value, OK))
+        if upgrade.failed_on is not None:
+            counted.append((upgrade.failed_on, task.kind.value, FailureReason.NON_DETERMINISM))
+        effects = self._life.command_events_txn(cur, run, digest, done.commands)
+        events += effects.events
+        closing, extra, next_run = self._closing(run, done)
+        if closing is not None:
+            events.append(closing_event(closing, digest, **extra))
+        commands = (done.commands[0].cmd, len(done.commands)) if done.commands else None
+        size = append_events_txn(
+            cur,
+            run.run_id,
+            events,
+            expected_last_seq=done.expected_last_seq,
+            now=now,
+            commands=commands,
+        )
+        wakes = list(effects.wakes)
+        if closing is not None:
+            wakes += self._life.close_txn(cur, run, closing, None)
+            if next_run is not None:
+                (started,) = read_events_txn(cur, run.run_id, limit=1)
+                next_run = replace(next_run, execution_deadline=execution_deadline(started))
+                wakes += self._life.create_run_txn(cur, next_run)[1]
+            return wakes
+        delete_task_txn(cur, task_id)
+        if effects.reactivate or done.reactivate:
+            wakes += self._life.enqueue_workflow_txn(cur, run)
+        return wakes + self._life.check_limits_txn(cur, run, size)
+
+    @staticmethod
+    def _closing(
+        run: Run, done: WorkflowCompletion
+    ) -> tuple[RunClosing | None, dict[str, object], RunSpec | None]:
+        status = _STATUS_CLOSING.get(done.status)
+        if status is None:
+            return None, {}, None
+        error_type = done.error.type if done.error else None
+        message = done.error.message if done.error else None
+        if status is RunStatus.CONTINUED_AS_NEW:
+            assert done.result is not None
+            spec = RunSpec(
+                run_id=new_run_id(),
+                tenant=run.tenant,
+                workflow_id=run.workflow_id,
+                workflow_type=run.workflow_type,
+                digest=run.digest,
+                queue=run.queue,
+                input=done.result,
+                new_chain=False,
+                parent_run_id=run.parent_run_id,
+                parent_cmd=run.parent_cmd,
+                parent_close_policy=run.parent_close_policy,
+                started={"continued_from": run.run_id},
+                inherit_from=run.run_id,
+            )
+            closing = RunClosing(status=status)
+            return closing, {"next_run_id": spec.run_id, "input": done.result}, spec
+        closing = RunClosing(
+            status=status, result=done.result, error_type=error_type, error_message=message
+        )
+        return closing, {}, None
+
+    def _drop_stale_txn(self, cur: Cursor, task_id: int, fencing: int) -> list[Wake]:
+        try:
+            task = lock_leased_task_txn(cur, task_id, fencing)
+        except LeaseLost:
+            return []
+        delete_task_txn(cur, task.task_id)
+        # Whoever moved the history on left a pending task; make sure of it regardless.
+        run = get_run_txn(cur, task.run_id)
+        if run is not None and not run.status.closed:
+            return self._life.enqueue_workflow_txn(cur, run)
+        return []
+
+    # -- activity outcomes ---------------------------------------------------------------------
+
+    def complete_activity(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        outcome: ActivityOutcome,
+        claim_next: Claim | None = None,
+        fuel: int = 0,
+    ) -> ClaimedTask | None:
+        """Record an activity attempt's outcome: its result, a retry, or its final failure.
+
+        Returns the worker's next task when `claim_next` asks for one. Raises `LeaseLost` for a
+        stale worker: a late duplicate result is rejected here.
+        """
+        if outcome.result is not None and len(outcome.result) > self._settings.max_payload_bytes:
+            raise PayloadTooLarge(
+                f"activity result is {len(outcome.result)} bytes;"
+                f" the limit is {self._settings.max_payload_bytes}"
+            )
+
+        ok = outcome.status is ActivityStatus.COMPLETED
+
+        def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
+            if ok:  # the task ends here whatever the run's state: delete it as it is locked
+                task, run = take_leased_task_with_run_txn(cur, task_id, fencing)
+            else:
+                task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
+            if run is None or run.status.closed:
+                if not ok:
+                    delete_task_txn(cur, task_id)
+                return []
+            counted.append((task.digest, task.kind.value, OK if ok else "application_error"))
+            if ok:
+                payload = {"cmd": task.cmd, "result": outcome.result, "attempt": task.attempt}
+                event = NewEvent(
+                    type=EventType.ACTIVITY_COMPLETED, payload=payload, digest=task.digest
+                )
+                return self._life.deliver_txn(cur, run, event)
+            assert outcome.error is not None
+            failure = FailureReport(
+                reason=FailureReason.APPLICATION_ERROR,
+                message=f"{outcome.error.type}: {outcome.error.message}",
+            )
+            return self._attempts.fail_txn(
+                cur, FailedAttempt(task=task, run=run, failure=failure, error=outcome.error)
+            )
+
+        return self._record(txn, claim_next, fuel)
+
+    def fail(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        failure: FailureReport,
+        worker: str,
+        claim_next: Claim | None = None,
+    ) -> ClaimedTask | None:
+        """Record a failed activation and retry or resolve the task. Raises `LeaseLost`.
+
+        Returns the worker's next task when `claim_next` asks for one.
+        """
+
+        def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
+            task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
+            if task.kind not in _READS:
+                counted.append((task.digest, task.kind.value, failure.reason))
+            if task.kind in _READS:
+                answer = QueryAnswer(
+                    result=None, error_type=failure.reason, message=failure.message
+                )
+                return self._answer_txn(cur, task, answer)
+            if run is None or run.status.closed:
+                delete_task_txn(cur, task_id)
+                return []
+            attempt = FailedAttempt(
+                task=task,
+                run=run,
+                failure=failure,
+                worker=worker,
+                timeout=timeout_kind(task, failure),
+            )
+            return self._attempts.fail_txn(cur, attempt)
+
+        return self._record(txn, claim_next, failure.fuel_used or 0)
+
+    def complete_query(self, *, task_id: int, fencing: int, answer: QueryAnswer) -> None:
+        """Hand a query's answer to the server waiting for it. Raises `LeaseLost`."""
+
+        def txn(cur: Cursor) -> list[Wake]:
+            task = lock_leased_task_txn(cur, task_id, fencing)
+            if task.kind not in _READS:
+                raise InvalidInput(f"task {task_id} is not a query or a check")
+            given = checked_answer(task, answer) if task.kind is TaskKind.CHECK else answer
+            return self._answer_txn(cur, task, given)
+
+        self._poke(self._db.run(txn))
+
+    def _answer_txn(self, cur: Cursor, task: Task, answer: QueryAnswer) -> list[Wake]:
+        put_query_answer_txn(cur, task.task_id, answer, self._clock.now())
+        delete_task_txn(cur, task.task_id)
+        notify_txn(cur, QUERIES_CHANNEL, str(task.task_id))
+        return [(QUERIES_CHANNEL, str(task.task_id))]
+
+    # -- sweeping ------------------------------------------------------------------------------
+
+    def sweep_expired_leases(self) -> int:
+        """Treat every task whose lease ran out as one failed attempt ("worker lost")."""
+        _selected, handled = self._lose_leases(
+            expired_leases_txn,
+            lambda task: f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
+        )
+        return len(handled)
+
+    def release_leases_of(self, worker: str) -> int:
+        """Treat every task leased to `worker` as one failed attempt ("worker lost") now,
+        without waiting for the leases to run out: a worker restarting under a stable id says
+        that the process which held them is gone. Returns how many were released."""
+        if not worker:
+            raise InvalidInput("worker_id is required")
+        released, after = 0, 0
+
+        def page(cur: Cursor, _now: datetime) -> list[Task]:
+            return leases_held_by_txn(cur, worker, after=after)
+
+        while True:  # by task id: a row whose release failed (deferred, still leased) is passed
+            batch, handled = self._lose_leases(
+                page, lambda task: f"{worker} restarted: its predecessor's lease was released"
+            )
+            released += len(handled)  # a task whose run was busy keeps its lease: it expires
+            if not batch:
+                return released
+            after = max(task.task_id for task in batch)
+
+    def _lose_leases(
+        self,
+        select: Callable[[Cursor, datetime], list[Task]],
+        message: Callable[[Task], str],
+    ) -> tuple[list[Task], list[Task]]:
+        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker.
+
+        A task whose run another transaction holds is left for a later sweep: waiting for the
+        run while holding the task would invert the order closing a run takes (run, then its
+        tasks) and deadlock. A row whose failure could not be recorded is deferred. Returns the
+        tasks selected and those handled."""
+
+        handled: list[Task] = []
+
+        def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
+            handled.clear()  # a retried transaction starts over
+            now = self._clock.now()
+            tasks = select(cur, now)
+
+            def step(task: Task) -> list[Wake]:
+                busy, run = try_lock_run_txn(cur, task.run_id)
+                if busy:  # being changed (closed, say): a later sweep takes it
+                    return []
+                handled.append(task)
+                if task.kind in _READS or run is None or run.status.closed:
+                    delete_task_txn(cur, task.task_id)
+                    return []
+                failure = FailureReport(reason=FailureReason.WORKER_LOST, message=message(task))
+                attempt = FailedAttempt(
+                    task=task, run=run, failure=failure, worker=task.lease_owner
+                )
+                return self._attempts.fail_txn(cur, attempt)
+
+            def defer(task: Task) -> None:
+                defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
+
+            return tasks, each_isolated(cur, tasks, step, defer=defer, what="lease expiry")
+
+        tasks, wakes = self._db.run(txn)
+        self._poke(wakes)
+        for task in handled:
+            self._count(task, FailureReason.WORKER_LOST)
+        return tasks, handled
+
+    def _count(self, task: Task, reason: str) -> None:
+        if task.kind not in _READS:
+            self._health.record(task.digest, task.kind.value, reason)
+
+    def sweep_timeouts(self) -> int:
+        """Enforce activity timeouts: schedule-to-start and schedule-to-close end the activity;
+        start-to-close and heartbeat timeouts fail the attempt (which may be retried)."""
+
+        handled: list[Task] = []
+
+        def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
+            handled.clear()  # a retried transaction starts over
+            now = self._clock.now()
+            tasks = timed_out_tasks_txn(cur, now)
+
+            def step(task: Task) -> list[Wake]:
+                busy, run = try_lock_run_txn(cur, task.run_id)
+                if busy:  # being changed (closed, say): the next sweep takes it
+                    return []
+                handled.append(task)
+                if run is None or run.status.closed:
+                    delete_task_txn(cur, task.task_id)
+                    return []
+                return self._attempts.timeout_txn(cur, task, run, now)
+
+            def defer(task: Task) -> None:
+                defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
+
+            return tasks, each_isolated(cur, tasks, step, defer=defer, what="activity timeout")
+
+        _tasks, wakes = self._db.run(txn)
+        self._poke(wakes)
+        for task in handled:
+            if task.state is TaskState.LEASED:
+                self._count(task, "timeout")
+        return len(handled)
+
+    def _poke(self, wakes: Sequence[Wake]) -> None:
+        if self._notifier is not None:
+            self._notifier.poke(wakes)

@@ -1,0 +1,478 @@
+"""The worker: poll a queue over gRPC, run each task in a fresh sandbox, report the outcome.
+
+A worker holds no state a crash could lose: a task it was running stays leased until the lease
+runs out, then the server hands it to another worker. A late report from a worker that lost its
+lease is refused by the fencing token. Guest faults never stop the loop — they become typed
+failure reports — and so do the worker's own bugs on a single task.
+
+Each report asks the server for the worker's next task (eager dispatch), so a busy worker polls
+only when its queue has run dry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+import msgpack
+from opentelemetry.trace import Span, Tracer
+
+from amber.abi import ActivityInput, AmberError, ErrorInfo, RetryableError
+from amber.history import Event, LeaseLost, TaskKind, VersionConflict
+from amber.runtime.client import AmberClient
+from amber.runtime.model import (
+    Clock,
+    FailureReason,
+    FailureReport,
+    GuestFault,
+    LeasedTask,
+    NewCommand,
+    NonDeterminism,
+    PayloadTooLarge,
+    RemoteError,
+    SystemClock,
+    WorkflowCompletion,
+    to_ms,
+)
+from amber.runtime.replay import (
+    ActivityAttempt,
+    WorkflowActivation,
+    WorkflowStep,
+    activate_workflow,
+    answer_query,
+    run_activity,
+)
+from amber.runtime.sandbox import (
+    ActivityHost,
+    RecordingSandbox,
+    SandboxLimits,
+    SandboxRunner,
+    repro_of,
+)
+
+from ._heartbeat import Heartbeats
+from ._tracing import tracer
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    """Which queue to serve and the sandbox budget of each kind of activation."""
+
+    queue: str = "main"
+    pool: str = "main"
+    """main (healthy tasks) or surgical (poisoned tasks only, one at a time, no eager dispatch)."""
+    worker_id: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    poll_wait_s: float = 20.0
+    workflow_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=5.0))
+    activity_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=60.0))
+    slots: int = 1
+    """Tasks run at once. Guest code still runs one activation at a time per process (the
+    sandbox's lock); more slots overlap the server round trips between activations."""
+    release_on_start: bool = False
+    """`worker_id` is stable across restarts and unique among live workers: on start, give up
+    the leases a previous process under it held, instead of waiting for them to expire."""
+
+
+class DetailedTrace(Protocol):
+    """The surgical pool's extra tracing: a span per replayed event and per host call (the
+    sandbox reports host calls to the same object), and the last host calls of a failure."""
+
+    def begin(self, attributes: Mapping[str, Any]) -> None:
+        """A new activation starts (with these span attributes): forget the previous one's
+        host calls."""
+
+    def replayed(self, events: Sequence[Event], digest: str) -> None:
+        """Trace each event a workflow activation replays."""
+
+    def recent_calls(self) -> tuple[str, ...]:
+        """The last host calls of the current activation, oldest first."""
+
+
+class Worker:
+    """Serves one queue until stopped. Runs one activation at a time."""
+
+    def __init__(
+        self,
+        client: AmberClient,
+        sandbox: SandboxRunner,
+        settings: WorkerSettings | None = None,
+        clock: Clock | None = None,
+        detail: DetailedTrace | None = None,
+        spans: Tracer | None = None,
+    ) -> None:
+        self._client = client
+        self.settings = settings or WorkerSettings()
+        self._clock = clock or SystemClock()
+        self._sandbox = RecordingSandbox(sandbox, self._clock)
+        self._detail = detail
+        self._stop = threading.Event()
+        self._heartbeat = Heartbeats(client, self.settings.worker_id, self._clock)
+        self._heartbeat.start()
+        self._tracer = spans or tracer()
+        self._counting = threading.Lock()
+        self._slot = threading.local()
+        """Per slot: when the task it runs started (for giving up on a report)."""
+        self.completed = 0
+        self.failed = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._heartbeat.stop()
+
+    def run(self) -> None:
+        """Poll and execute until `stop()`, in `settings.slots` threads; survives server
+        outages by backing off."""
+        if self.settings.release_on_start:
+            self._release_predecessor_leases()
+        extra = [
+            threading.Thread(target=self._serve, name=f"amber-slot-{n}", daemon=True)
+            for n in range(1, max(self.settings.slots, 1))
+        ]
+        for slot in extra:
+            slot.start()
+        self._serve()
+        for slot in extra:
+            slot.join()
+
+    def _release_predecessor_leases(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                released = self._client.release_leases(self.settings.worker_id)
+            except RetryableError as exc:  # the server is not up yet, or the database is down
+                _log.warning("releasing old leases failed (%s); retrying in %.1f s", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            except AmberError as exc:  # e.g. an older server without the call: they expire
+                _log.warning("old leases not released (%s); they expire instead", exc)
+                return
+            if released:
+                _log.info(
+                    "released %d leases a previous %s held", released, self.settings.worker_id
+                )
+            return
+
+    def _serve(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            try:
+                self.run_once(wait_s=self.settings.poll_wait_s)
+                backoff = 0.1
+            except AmberError as exc:
+                _log.warning("server call failed (%s); retrying in %.1f s", exc, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    def run_once(self, *, wait_s: float) -> bool:
+        """Poll for a task and run it, then every task handed back eagerly after it.
+
+        Returns whether there was any work.
+        """
+        task = self._client.poll_task(
+            worker_id=self.settings.worker_id,
+            queue=self.settings.queue,
+            wait_s=wait_s,
+            pool=self.settings.pool,
+        )
+        if task is None:
+            return False
+        while task is not None:
+            task = self._execute(task)
+        return True
+
+    @property
+    def _next_queue(self) -> str | None:
+        """Ask for a next task only while not stopping (a stopping worker would strand it), and
+        never in the surgical pool (eager dispatch hands out healthy tasks)."""
+        if self._stop.is_set() or self.settings.pool != "main":
+            return None
+        return self.settings.queue
+
+    def _execute(self, task: LeasedTask) -> LeasedTask | None:
+        attributes = {
+            "amber.run_id": task.run_id,
+            "amber.task_kind": task.kind.value,
+            "amber.name": task.name,
+            "amber.step": task.cmd if task.kind is TaskKind.ACTIVITY else -1,
+            "amber.attempt": task.attempt,
+            "amber.module_digest": task.digest,
+            "amber.pool": self.settings.pool,
+        }
+        self._heartbeat.track(task)
+        self._sandbox.last = None
+        if self._detail is not None:
+            self._detail.begin(attributes)
+        self._slot.started_at = self._clock.now()
+        try:
+            with self._tracer.start_as_current_span(
+                f"amber.{task.kind.value}", attributes=attributes
+            ) as span:
+                return self._execute_in(task, span)
+        finally:
+            self._heartbeat.untrack(task)
+
+    def _execute_in(self, task: LeasedTask, span: Span) -> LeasedTask | None:
+        try:
+            if task.kind is TaskKind.WORKFLOW:
+                return self._run_workflow(task, span)
+            if task.kind is TaskKind.QUERY:
+                self._run_query(task)
+                return None
+            if task.kind is TaskKind.CHECK:
+                self._run_check(task)
+                return None
+            return self._run_activity(task, span)
+        except GuestFault as fault:
+            span.set_attribute("amber.failure", fault.reason.value)
+            span.set_attribute("amber.step", fault.step if fault.step is not None else -1)
+            span.set_attribute("amber.fuel_used", fault.fuel_used or 0)
+            span.set_attribute("amber.memory_bytes", fault.memory_bytes or 0)
+            if fault.trap_code:
+                span.set_attribute("amber.trap_code", fault.trap_code)
+            _log.info("task %d failed: %s", task.task_id, fault)
+            return self._report(task, self._report_of(task, fault, span))
+        except (LeaseLost, VersionConflict) as exc:
+            _log.info("task %d result discarded: %s", task.task_id, exc)
+            return None
+        except PayloadTooLarge as exc:
+            reason = FailureReason.PAYLOAD_TOO_LARGE
+            return self._report(task, FailureReport(reason=reason, message=str(exc)))
+        except (RetryableError, RemoteError):
+            raise  # the lease will expire and the task will run again
+        except Exception as exc:  # a bug on one task must not stop the worker
+            _log.exception("worker error on task %d", task.task_id)
+            return self._report(task, FailureReport(reason="worker_error", message=repr(exc)))
+
+    def _deliver(
+        self, task: LeasedTask, send: Callable[[], LeasedTask | None]
+    ) -> LeasedTask | None:
+        """Send a task's outcome, retrying through server or database outages.
+
+        Resending is safe — the fencing token makes a duplicate a `LeaseLost` — and cheaper than
+        letting the lease lapse, which would run the task again. Gives up once the lease is
+        past saving (the sweeper will have re-queued the task by then).
+        """
+        delay = 0.05
+        while True:
+            try:
+                return send()
+            except RetryableError as exc:
+                started_at: datetime = self._slot.started_at
+                give_up = self._heartbeat.expires_at(task) + (task.lease_expires_at - started_at)
+                if self._stop.is_set() or self._clock.now() >= give_up:
+                    raise
+                _log.warning("task %d: report failed (%s); retrying", task.task_id, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _report(self, task: LeasedTask, report: FailureReport) -> LeasedTask | None:
+        with self._counting:
+            self.failed += 1
+        try:
+            return self._deliver(
+                task,
+                lambda: self._client.fail_task(
+                    task, report, worker_id=self.settings.worker_id, next_queue=self._next_queue
+                ),
+            )
+        except LeaseLost:
+            _log.info("task %d: failure report refused, lease lost", task.task_id)
+            return None
+
+    def _report_of(self, task: LeasedTask, fault: GuestFault, span: Span) -> FailureReport:
+        """The failure report, with what triage needs: the trace, the last host calls and the
+        repro of the activation."""
+        repro = b""
+        if self._sandbox.last is not None:
+            request, started_at = self._sandbox.last
+            last_seq = task.events[-1].seq if task.events else 0
+            repro = repro_of(request, started_at, last_seq).encode()
+        context = span.get_span_context()
+        return FailureReport(
+            reason=fault.reason.value,
+            message=str(fault),
+            trap_code=fault.trap_code,
+            fuel_used=fault.fuel_used,
+            memory_bytes=fault.memory_bytes,
+            step=fault.step,
+            trace_id=format(context.trace_id, "032x") if context.is_valid else "",
+            host_calls=self._detail.recent_calls() if self._detail is not None else (),
+            repro=repro,
+        )
+
+    def _activation(self, task: LeasedTask, digest: str, workflow_type: str) -> WorkflowActivation:
+        if self._detail is not None:
+            self._detail.replayed(task.events, digest)
+        return WorkflowActivation(
+            run_id=task.run_id,
+            workflow_type=workflow_type,
+            digest=digest,
+            input=task.input,
+            events=task.events,
+            limits=self.settings.workflow_limits,
+        )
+
+    def _try_upgrade(self, task: LeasedTask) -> tuple[WorkflowStep | None, dict[str, Any] | None]:
+        """Replay on the automatic upgrade version: its step if the run is compatible there,
+        else why not (the run then stays on its version, which is not tried again)."""
+        try:
+            return activate_workflow(
+                self._sandbox, self._activation(task, task.upgrade_to, task.name)
+            ), None
+        except GuestFault as fault:
+            detail: dict[str, Any] = {
+                "to": task.upgrade_to,
+                "reason": fault.reason.value,
+                "message": fault.detail[:1000],
+            }
+            if isinstance(fault, NonDeterminism):
+                detail.update(position=fault.position, recorded=fault.recorded, issued=fault.issued)
+            return None, detail
+
+    def _run_check(self, task: LeasedTask) -> None:
+        """Replay a run on a candidate version (the task's digest) and report the verdict."""
+        activation = self._activation(task, task.digest, task.args.decode())
+        verdict: dict[str, Any] = {"checked_seq": task.events[-1].seq if task.events else 0}
+        try:
+            activate_workflow(self._sandbox, activation)
+            verdict["verdict"] = "compatible"
+        except NonDeterminism as fault:
+            verdict.update(
+                verdict="incompatible",
+                position=fault.position,
+                seq=fault.seq or 0,
+                recorded=fault.recorded,
+                issued=fault.issued,
+                detail=str(fault),
+            )
+        except GuestFault as fault:
+            verdict.update(verdict="failed", detail=str(fault))
+        result = msgpack.packb(verdict, use_bin_type=True)
+        self._deliver(
+            task,
+            lambda: self._client.complete_query(
+                task, worker_id=self.settings.worker_id, result=result, error=None
+            ),
+        )
+
+    def _run_workflow(self, task: LeasedTask, span: Span) -> LeasedTask | None:
+        step, failed_upgrade = None, None
+        if task.upgrade_to:
+            step, failed_upgrade = self._try_upgrade(task)
+        if step is None:
+            step = activate_workflow(self._sandbox, self._activation(task, task.digest, task.name))
+        span.set_attribute("amber.step", step.first_new_cmd)
+        span.set_attribute("amber.fuel_used", step.stats.fuel_used)
+        span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
+        done = WorkflowCompletion(
+            expected_last_seq=step.expected_last_seq,
+            commands=tuple(
+                NewCommand(cmd=step.first_new_cmd + i, command=c)
+                for i, c in enumerate(step.new_commands)
+            ),
+            status=step.status,
+            result=step.result,
+            error=step.error,
+            reactivate=step.reactivate,
+            migrate_to=task.upgrade_to if failed_upgrade is None and task.upgrade_to else "",
+            upgrade_failed=failed_upgrade,
+        )
+        next_task = self._deliver(
+            task,
+            lambda: self._client.complete_workflow(
+                task,
+                done,
+                worker_id=self.settings.worker_id,
+                next_queue=self._next_queue,
+                stats=step.stats,
+            ),
+        )
+        with self._counting:
+            self.completed += 1
+        return next_task
+
+    def _run_query(self, task: LeasedTask) -> None:
+        """Replay the run and answer with its published value; nothing is appended."""
+        activation = WorkflowActivation(
+            run_id=task.run_id,
+            workflow_type=task.args.decode(),
+            digest=task.digest,
+            input=task.input,
+            events=task.events,
+            limits=self.settings.workflow_limits,
+        )
+        result: bytes | None = None
+        error: ErrorInfo | None = None
+        ended = ""
+        try:
+            answer = answer_query(self._sandbox, activation, task.name)
+            result, ended = answer.value, answer.ended
+        except GuestFault as fault:
+            error = ErrorInfo(type=type(fault).__name__, message=fault.detail)
+        self._deliver(
+            task,
+            lambda: self._client.complete_query(
+                task, worker_id=self.settings.worker_id, result=result, error=error, ended=ended
+            ),
+        )
+
+    def _activity_host(self, task: LeasedTask) -> ActivityHost:
+        return ActivityHost(
+            idempotency_key=task.idempotency_key,
+            http=self._sandbox.http_policy(task.digest),
+            heartbeat=lambda details: self._heartbeat.guest_beat(task, details),
+            cancel_requested=lambda: self._heartbeat.cancel_requested(task),
+        )
+
+    def _run_activity(self, task: LeasedTask, span: Span) -> LeasedTask | None:
+        limits = self.settings.activity_limits
+        now = self._clock.now()
+        if task.deadline is not None:
+            # The attempt's own start-to-close / schedule-to-close deadline replaces the worker's
+            # default: the workflow's author chose it (a 10-minute charge is not cut at 60 s),
+            # and the server reports the kill as that timeout.
+            own = max((task.deadline - now).total_seconds(), 0.001)
+            limits = replace(limits, deadline_s=own)
+        report = run_activity(
+            self._sandbox,
+            ActivityAttempt(
+                digest=task.digest,
+                cmd=task.cmd,
+                input=ActivityInput(
+                    run_id=task.run_id,
+                    activity=task.name,
+                    args=task.args,
+                    attempt=task.attempt,
+                    idempotency_key=task.idempotency_key,
+                    deadline_ms=to_ms(now) + int(limits.deadline_s * 1000),
+                    heartbeat_details=task.heartbeat_details,
+                ),
+                limits=limits,
+                host=self._activity_host(task),
+            ),
+        )
+        span.set_attribute("amber.fuel_used", report.stats.fuel_used)
+        span.set_attribute("amber.memory_bytes", report.stats.memory_bytes)
+        next_task = self._deliver(
+            task,
+            lambda: self._client.complete_activity(
+                task,
+                report.outcome,
+                worker_id=self.settings.worker_id,
+                next_queue=self._next_queue,
+                stats=report.stats,
+            ),
+        )
+        with self._counting:
+            self.completed += 1
+        return next_task
