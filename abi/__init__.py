@@ -8,7 +8,7 @@ list, which the host matches against history. The module's manifest sits in a cu
 it can be read without running guest code.
 
 Rejected alternatives: the component model (wasmtime-py converts `list<u8>` one element at a time,
-~2 µs per byte); one host-import call per replayed command (~20 µs each on stock wasmtime-py);
+one Python step per byte); one host-import call per replayed command (a Python round trip each);
 a manifest obtained by calling the guest at upload (runs untrusted code to validate it).
 
 This package also holds the root of Amber's error tree, being the bottom of the import graph.

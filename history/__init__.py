@@ -7,9 +7,10 @@ fencing token and deleted in the same transaction that records their outcome. Al
 tables lives here, as composable `*_txn(cur, ...)` helpers; callers own the transaction through
 `Database.run`, which retries serialization failures and lost connections only.
 
-Rejected: an ORM (hides the exact statements the hot path depends on); advisory locks for
-migrations or leases (absent on CockroachDB, our scale-out path); a separate "done" queue
-(a task moving between two queues can be lost in between).
+Rejected: an ORM (hides the exact statements the hot path depends on); advisory locks for migrations
+or leases (they tie a run to one server and do not survive a failover; scale-out is PostgreSQL HA
+plus, later, fixed logical shards of runs over several clusters, each statement scoped to one run or
+shard); a separate "done" queue (a task moving between two queues can be lost in between).
 """
 
 from __future__ import annotations

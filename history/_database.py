@@ -1,7 +1,7 @@
 """The connection pool and the transaction discipline every store method follows.
 
 Public store methods own their transaction through `Database.run`, which retries the whole
-function on serialization failures (40001, as CockroachDB raises under SERIALIZABLE), deadlocks
+function on serialization failures (40001), deadlocks
 and lost connections. Everything else propagates. Functions handed to `run` must therefore have
 no side effects outside the transaction.
 """

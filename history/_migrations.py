@@ -1,10 +1,10 @@
 """Ordered raw-SQL migrations, applied automatically at start-up.
 
 Each package that owns tables keeps `NNNN_name.sql` files in its own `migrations/` folder and
-applies them under its own component name. Concurrent starters are safe without advisory locks
-(which CockroachDB lacks): each migration first inserts its bookkeeping row with ON CONFLICT DO
-NOTHING, so a second starter blocks on the primary key until the first commits, then inserts
-nothing and skips the file.
+applies them under its own component name. Concurrent starters are safe without advisory locks (kept
+out of the SQL so a failover or a sharded store changes nothing): each migration first inserts its
+bookkeeping row with ON CONFLICT DO NOTHING, so a second starter blocks on the primary key until the
+first commits, then inserts nothing and skips the file.
 """
 
 from __future__ import annotations

@@ -30,13 +30,12 @@ the child (MemoryError, so the child exits non-zero: a `HostCrash`) while the pa
 untouched. A waiting child uses ~45 MB of it (VmData); the cap must exceed the activations'
 `memory_bytes` plus that, or the guest's `memory.grow` fails early and it sees a plain trap.
 
-Cost, measured on this machine (2 cores): a child takes ~0.3 s of CPU from spawn to `ready`
-(almost all of it importing `runtime`), so an activation without a waiting child takes ~0.3 s.
-With one waiting, an activation costs ~3 ms (2.5–6: request, module load from the artifact
-cache, the call, frames) against ~0.2 ms in process. So one spare child is kept waiting: it is
-started after each activation and taken by the next one; a spare that died meanwhile is simply
-replaced. Back-to-back activations still wait for the spare's start-up (~0.3 s each): the
-surgical pool trades throughput for isolation. `close()` kills the spare.
+Cost: a child spends most of its start-up importing the runtime, so an activation without a
+waiting child pays that start-up; with one waiting, it costs a request, a module load from the
+artifact cache, the call and its frames. So one spare child is kept waiting: it is started after
+each activation and taken by the next one; a spare that died meanwhile is simply replaced.
+Back-to-back activations still wait for the spare's start-up: the surgical pool trades
+throughput for isolation. `close()` kills the spare.
 """
 
 from __future__ import annotations
@@ -213,7 +212,7 @@ class IsolatedSandbox:
             raise
         else:
             # The child exits by itself after its last frame; waiting for that here would add
-            # ~7 ms (process teardown) to every activation, so it is reaped later.
+            # a process teardown to every activation, so it is reaped later.
             child.release()
             with self._lock:
                 self._exiting.append(child)

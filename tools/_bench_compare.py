@@ -1,4 +1,5 @@
-"""Amber beside the peers: one row per engine configuration, the ratios, and issue 7's targets.
+"""Amber beside the peers: one row per engine configuration, the ratios, and the performance
+targets.
 
 Use `compare` once Amber's run (and, with `--peers`, the peers' harness) is done: it turns both
 into the JSON keys `engines`, `ratios`, `ratio_vs_dbos`, `ratio_vs_temporal` and `targets`, and
@@ -155,7 +156,7 @@ def _ratio(
 def _targets(
     result: dict[str, Any], amber: EngineRow, ratios: dict[str, dict[str, Any]]
 ) -> list[_Target]:
-    """Issue 7's targets; those this command does not measure say so (measured None)."""
+    """The performance targets; those this command does not measure say so (measured None)."""
     k = result["config"]["k"]
     raw = result.get("raw_commit_rate") or {}
     elsewhere = "not measured in this run"

@@ -1,11 +1,11 @@
 """In-process sandbox figures: one activity activation, and a workflow replaying 20 steps.
 
-Issue 7 sets two targets that `amber bench` (real processes, a real database) cannot isolate: a
-sandbox activation — a fresh `Store`, instantiated from the cached precompiled artifact, one call
-with a small msgpack payload — at ≤ 150 µs median, with its breakdown; and a workflow activation
-that replays a 20-step history at ≤ 2 ms. `measure_sandbox` measures both in this process, with
-no database and no server, on the `chain` sample built from source. It reports figures and
-asserts no threshold; a wrong outcome raises `WrongOutcome` instead of being timed.
+The performance targets set two figures that `amber bench` (real processes, a real database) cannot
+isolate: a sandbox activation — a fresh `Store`, instantiated from the cached precompiled artifact,
+one call with a small msgpack payload — at ≤ 150 µs median, with its breakdown; and a workflow
+activation that replays a 20-step history at ≤ 2 ms. `measure_sandbox` measures both in this
+process, with no database and no server, on the `chain` sample built from source. It reports figures
+and asserts no threshold; a wrong outcome raises `WrongOutcome` instead of being timed.
 
 The whole activation goes through the worker's own path: `run_activity` on a `RecordingSandbox`
 over a `Sandbox`, whose engine loaded the module from the on-disk artifact (`deserialize_file`)
@@ -83,7 +83,7 @@ __all__ = ["REPLAY_STEPS", "WrongOutcome", "measure_sandbox"]
 
 _CHAIN_SOURCE: Final = Path(__file__).resolve().parent.parent / "abi" / "samples" / "chain.c"
 REPLAY_STEPS: Final = 20
-"""Completed `add_one` activities in the replayed history (issue 7's "20-step history")."""
+"""Completed `add_one` activities in the replayed history (the targets' "20-step history")."""
 _START_VALUE: Final = 1000
 _RUN_ID: Final = "bench-sandbox-chain"
 _ACTIVITY: Final = "add_one"
@@ -138,7 +138,7 @@ def measure_sandbox(
 ) -> dict[str, Any]:
     """Time a sandbox activation (with its breakdown) and a 20-step replay; JSON-able figures.
 
-    Use it to check issue 7's in-process targets without a database: it takes a few seconds
+    Use it to check the in-process targets without a database: it takes a few seconds
     (mostly building the guest). Each measurement is preceded by an uncounted warm-up of a tenth
     of its repetitions. `work_dir` keeps the built module and artifact cache for inspection (a
     temporary directory otherwise). Raises `WrongOutcome` if an activation gives a wrong result.

@@ -17,7 +17,8 @@ class RetryPolicy:
     coefficient: float = 2.0
     maximum: timedelta = timedelta(seconds=100)
     max_attempts: int = 5
-    """Activities only; 0 means unlimited. Workflow tasks retry until issue #5's poison policy."""
+    """Activities only; 0 means unlimited. Workflow tasks retry until the poison policy
+    diverts them."""
 
     non_retryable: tuple[str, ...] = ()
     """Error types that fail the activity at once."""

@@ -4,10 +4,10 @@ Use `exports(pre, store, instance)` where an activation needs a few exports of a
 calls ABI functions with integer arguments; it gives the same externs, results and exceptions as
 wasmtime-py's `Instance.exports(store)[name]` and `Func.__call__`, at a fraction of the cost.
 
-Why: `Instance.exports` wraps every export of the instance (~20 µs here) where an activation
-needs three, and `Func.__call__` looks up the function's type through the C API, builds type
-objects and converts each value on every call (~20 µs, of which the call itself is ~3 µs). Both
-sit on issue 7's per-activation path (target ≤ 150 µs median).
+Why: `Instance.exports` wraps every export of the instance where an activation needs three, and
+`Func.__call__` looks up the function's type through the C API, builds type objects and converts
+each value on every call, several times the cost of the call itself. Both sit on every
+activation's path; `amber bench` prints what an activation costs (its sandbox breakdown).
 
 How: through wasmtime-py's private ctypes bindings (`wasmtime._ffi`, `wasmtime._func`,
 `wasmtime._extern`), which `wasmtime==50.0.1` in pyproject pins: one export is looked up with
@@ -32,7 +32,8 @@ upgrade must pass it before `_SUPPORTED_MAJOR` changes.
 Rejected: `wasmtime_func_call_unchecked` (no type or arity check: a wrong signature would be
 memory corruption rather than an error); keeping `Func` objects across activations (they belong
 to one store, and every activation has a fresh store); reading and writing linear memory through
-raw pointers (public `Memory.read`/`write` cost ~2–3 µs each: not worth more private surface).
+raw pointers (public `Memory.read`/`write` cost little next to a call: not worth more private
+surface).
 """
 
 from __future__ import annotations
