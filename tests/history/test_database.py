@@ -18,6 +18,7 @@ from amber.abi import RetryableError
 from amber.history import (
     Cursor,
     Database,
+    DuplicateRow,
     EventType,
     NewEvent,
     NewRun,
@@ -127,8 +128,9 @@ def test_other_errors_propagate_after_one_call(db: Database) -> None:
         event = NewEvent(type=EventType.RUN_STARTED, payload={}, digest="d" * 64)
         append_events_txn(cur, run_id, [event], expected_last_seq=7, now=NOW)
 
-    with pytest.raises(pgerrors.UniqueViolation):
+    with pytest.raises(DuplicateRow) as raised:
         db.run(duplicate)
+    assert isinstance(raised.value.__cause__, pgerrors.UniqueViolation)
     with pytest.raises(ValueError, match="a bug in the caller"):
         db.run(buggy)
     with pytest.raises(VersionConflict):  # a stale writer must re-read, never blindly retry

@@ -15,6 +15,7 @@ from amber.history import (
     Appended,
     Cursor,
     Database,
+    DuplicateRow,
     Event,
     EventType,
     NewEvent,
@@ -144,8 +145,9 @@ def test_run_and_seq_stay_unique_when_the_run_row_is_bypassed(db: Database) -> N
             (run_id, EventType.MARKER_RECORDED.value, b"\x80", DIGEST, NOW),
         )
 
-    with pytest.raises(pgerrors.UniqueViolation):
+    with pytest.raises(DuplicateRow) as raised:
         db.run(insert_duplicate)
+    assert isinstance(raised.value.__cause__, pgerrors.UniqueViolation)
     assert [e.payload["cmd"] for e in _events(db, run_id)] == [0]
 
 

@@ -16,6 +16,7 @@ from psycopg import errors as pgerrors
 from amber.history import (
     Cursor,
     Database,
+    DuplicateRow,
     LeaseLost,
     NewTask,
     Requeue,
@@ -229,8 +230,9 @@ def test_activity_tasks_are_unique_per_command(db: Database) -> None:
     assert _enqueue(db, _task(run_id, kind=TaskKind.ACTIVITY, cmd=0))
     assert _enqueue(db, _task(run_id, kind=TaskKind.ACTIVITY, cmd=1))
 
-    with pytest.raises(pgerrors.UniqueViolation):
+    with pytest.raises(DuplicateRow) as raised:
         _enqueue(db, _task(run_id, kind=TaskKind.ACTIVITY, cmd=1))
+    assert isinstance(raised.value.__cause__, pgerrors.UniqueViolation)
     assert [t.cmd for t in _tasks(db, run_id)] == [0, 1]
 
 
