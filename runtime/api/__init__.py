@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from . import _approval_mapping as approval_mapping
 from . import _mapping as mapping
+from ._mapping import tenant_of
 from ._options import GRPC_OPTIONS, OPERATOR_TOKEN_HEADER
 from ._status import ERROR_TYPE_KEY, error_from_rpc, status_of
 
@@ -19,4 +20,5 @@ __all__ = [
     "error_from_rpc",
     "mapping",
     "status_of",
+    "tenant_of",
 ]

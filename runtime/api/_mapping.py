@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -38,6 +38,7 @@ from amber.history import (
     encode_payload,
 )
 from amber.runtime.model import (
+    DEFAULT_TENANT,
     ActivationStats,
     ClaimedTask,
     FailureReport,
@@ -679,3 +680,12 @@ def audit_from_pb(r: pb.AuditRecord) -> AuditEntry:
         detail=msgpack.unpackb(r.detail, raw=False),
         hash=r.hash,
     )
+
+
+class _HasTenant(Protocol):
+    tenant: str
+
+
+def tenant_of(request: _HasTenant) -> str:
+    """The tenant a request names; the default tenant when it names none."""
+    return request.tenant or DEFAULT_TENANT

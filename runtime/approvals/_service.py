@@ -28,7 +28,7 @@ import hashlib
 import logging
 import secrets
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Protocol
 
@@ -70,7 +70,7 @@ from amber.runtime.model import (
     InvalidToken,
     IssuedToken,
 )
-from amber.runtime.services import Lifecycle, Notifier, Wake, resolve_approval_txn
+from amber.runtime.services import Lifecycle, Notifier, Wake, poke, resolve_approval_txn
 
 _log = logging.getLogger(__name__)
 MAX_TOKEN_CHARS = 128
@@ -174,7 +174,7 @@ class ApprovalService:
         outcome, wakes = self._db.run(txn)
         if isinstance(outcome, _Refused):
             raise outcome.error
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return outcome
 
     def _token_txn(
@@ -586,7 +586,3 @@ class ApprovalService:
                 at=self._clock.now(),
             ),
         )
-
-    def _poke(self, wakes: Sequence[Wake]) -> None:
-        if self._notifier is not None:
-            self._notifier.poke(wakes)

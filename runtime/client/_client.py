@@ -536,17 +536,11 @@ class AmberClient:
         next_queue: str | None = None,
         stats: ActivationStats | None = None,
     ) -> LeasedTask | None:
+        """Report a workflow activation; with `next_queue`, lease the next task in the same call."""
         request = pb.CompleteTaskRequest(
-            task_id=task.task_id,
-            fencing=task.fencing,
-            worker_id=worker_id,
-            stats=m.stats_to_pb(task, stats),
-            workflow=m.workflow_completion_to_pb(done),
-            run_id=task.run_id,
-            want_next=next_queue is not None,
-            next_queue=next_queue or "",
+            stats=m.stats_to_pb(task, stats), workflow=m.workflow_completion_to_pb(done)
         )
-        return _next(self._call(self._stub.CompleteTask, request))
+        return self._report(self._stub.CompleteTask, request, task, worker_id, next_queue)
 
     def complete_activity(
         self,
@@ -557,17 +551,11 @@ class AmberClient:
         next_queue: str | None = None,
         stats: ActivationStats | None = None,
     ) -> LeasedTask | None:
+        """Report an activity's outcome; with `next_queue`, lease the next task in the same call."""
         request = pb.CompleteTaskRequest(
-            task_id=task.task_id,
-            fencing=task.fencing,
-            worker_id=worker_id,
-            stats=m.stats_to_pb(task, stats),
-            activity=m.activity_completion_to_pb(outcome),
-            run_id=task.run_id,
-            want_next=next_queue is not None,
-            next_queue=next_queue or "",
+            stats=m.stats_to_pb(task, stats), activity=m.activity_completion_to_pb(outcome)
         )
-        return _next(self._call(self._stub.CompleteTask, request))
+        return self._report(self._stub.CompleteTask, request, task, worker_id, next_queue)
 
     def fail_task(
         self,
@@ -577,17 +565,29 @@ class AmberClient:
         worker_id: str,
         next_queue: str | None = None,
     ) -> LeasedTask | None:
+        """Report a failed attempt; with `next_queue`, lease the next task in the same call."""
         request = pb.FailTaskRequest(
-            task_id=task.task_id,
-            fencing=task.fencing,
-            worker_id=worker_id,
             stats=m.stats_to_pb(task, None, fuel_used=report.fuel_used or 0),
             failure=m.failure_report_to_pb(report),
-            run_id=task.run_id,
-            want_next=next_queue is not None,
-            next_queue=next_queue or "",
         )
-        return _next(self._call(self._stub.FailTask, request))
+        return self._report(self._stub.FailTask, request, task, worker_id, next_queue)
+
+    def _report(
+        self,
+        rpc: Callable[..., pb.CompleteTaskResponse | pb.FailTaskResponse],
+        request: pb.CompleteTaskRequest | pb.FailTaskRequest,
+        task: LeasedTask,
+        worker_id: str,
+        next_queue: str | None,
+    ) -> LeasedTask | None:
+        """Fill in what every task outcome carries: the lease, the worker, the next task wanted."""
+        request.task_id = task.task_id
+        request.fencing = task.fencing
+        request.worker_id = worker_id
+        request.run_id = task.run_id
+        request.want_next = next_queue is not None
+        request.next_queue = next_queue or ""
+        return _next(self._call(rpc, request))
 
     def heartbeat(
         self, task: LeasedTask, *, worker_id: str, details: bytes | None = None

@@ -7,8 +7,9 @@ from typing import Any
 from amber.abi import InvalidInput
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import approval_mapping as m
+from amber.runtime.api import tenant_of
 from amber.runtime.approvals import ApprovalService
-from amber.runtime.model import DEFAULT_TENANT, DecisionRequest, to_ms
+from amber.runtime.model import DecisionRequest, to_ms
 
 from ._operators import Operators
 from ._rpc import rpc
@@ -37,7 +38,7 @@ class ApprovalRpcs:
         self, request: pb.ListApprovalsRequest, context: Any
     ) -> pb.ListApprovalsResponse:
         found = self._approvals.list_approvals(
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
             status=request.status,
             run_id=request.run_id,
             limit=request.limit or 100,
@@ -46,7 +47,7 @@ class ApprovalRpcs:
 
     @rpc
     def GetApproval(self, request: pb.GetApprovalRequest, context: Any) -> pb.ApprovalDetail:
-        detail = self._approvals.show(request.approval_id, tenant=request.tenant or DEFAULT_TENANT)
+        detail = self._approvals.show(request.approval_id, tenant=tenant_of(request))
         return m.detail_to_pb(detail)
 
     @rpc
@@ -82,7 +83,7 @@ class ApprovalRpcs:
             request.approver,
             operator=self._operator(context, request.operator),
             reason=_reason(request.reason),
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
         )
         return pb.IssueApprovalTokenResponse(
             token=issued.token, link=issued.link, expires_ms=to_ms(issued.expires_at)
@@ -96,7 +97,7 @@ class ApprovalRpcs:
             request.approval_id,
             operator=self._operator(context, request.operator),
             reason=_reason(request.reason),
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
             approver=request.approver or None,
         )
         return pb.RevokeApprovalTokensResponse(revoked=count)
@@ -107,7 +108,7 @@ class ApprovalRpcs:
     ) -> pb.ChangeApproverRoleResponse:
         changed = self._approvals.change_role(
             grant=request.grant,
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
             role=request.role,
             approver=request.approver,
             operator=self._operator(context, request.operator),
@@ -119,7 +120,7 @@ class ApprovalRpcs:
     def ListApproverRoles(
         self, request: pb.ListApproverRolesRequest, context: Any
     ) -> pb.ListApproverRolesResponse:
-        members = self._approvals.roles(tenant=request.tenant or DEFAULT_TENANT)
+        members = self._approvals.roles(tenant=tenant_of(request))
         return pb.ListApproverRolesResponse(
             members=[pb.RoleMember(role=r, approver=a) for r, a in members]
         )

@@ -15,8 +15,9 @@ from amber.history import QueryAnswer, RunQuery, RunStatus
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.api import mapping as m
+from amber.runtime.api import tenant_of
 from amber.runtime.approvals import ApprovalService
-from amber.runtime.model import DEFAULT_TENANT, Clock, SignalRequest, StartRequest, to_ms
+from amber.runtime.model import Clock, SignalRequest, StartRequest, to_ms
 from amber.runtime.services import (
     AuditService,
     Claim,
@@ -90,7 +91,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             StartRequest(
                 workflow_type=request.workflow_type,
                 input=request.input,
-                tenant=request.tenant or DEFAULT_TENANT,
+                tenant=tenant_of(request),
                 workflow_id=request.workflow_id,
                 version=request.version,
                 queue=request.queue,
@@ -115,14 +116,14 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         signal = SignalRequest(
             name=request.name, payload=request.payload, request_id=request.request_id
         )
-        result = self._runs.signal(request.run_id, signal, tenant=request.tenant or DEFAULT_TENANT)
+        result = self._runs.signal(request.run_id, signal, tenant=tenant_of(request))
         return pb.SignalRunResponse(seq=result.seq, duplicate=result.duplicate)
 
     @_rpc
     def QueryRun(self, request: pb.QueryRunRequest, context: Any) -> pb.QueryRunResponse:
         wait = _wait_s(request.wait_ms, MAX_POLL_WAIT_S) if request.wait_ms else 10.0
         answer = self._runs.query(
-            request.run_id, request.name, timeout_s=wait, tenant=request.tenant or DEFAULT_TENANT
+            request.run_id, request.name, timeout_s=wait, tenant=tenant_of(request)
         )
         return pb.QueryRunResponse(result=answer.value, ended=answer.ended)
 
@@ -132,7 +133,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             request.run_id,
             reason=request.reason,
             by=self._actor(context, request.operator),
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
         )
         return pb.CancelRunResponse(already_requested=already)
 
@@ -146,7 +147,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             request.run_id,
             reason=request.reason,
             by=self._actor(context, request.operator),
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
         )
         return pb.TerminateRunResponse()
 
@@ -159,18 +160,18 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             to_event=request.to_event,
             reason=request.reason,
             by=self._actor(context, request.operator),
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
         )
         return pb.ResetRunResponse(run=m.run_to_pb(run))
 
     @_rpc
     def DescribeRun(self, request: pb.DescribeRunRequest, context: Any) -> pb.DescribeRunResponse:
-        tenant = request.tenant or DEFAULT_TENANT
+        tenant = tenant_of(request)
         return m.description_to_pb(self._runs.describe(request.run_id, tenant=tenant))
 
     @_rpc
     def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:
-        tenant = request.tenant or DEFAULT_TENANT
+        tenant = tenant_of(request)
         run = self._runs.get(request.run_id, tenant=tenant)
         events = self._runs.history(run.run_id, after_seq=request.after_seq, tenant=tenant)
         return pb.GetHistoryResponse(events=[m.event_to_pb(e) for e in events], run_id=run.run_id)
@@ -178,7 +179,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
     @_rpc
     def GetResult(self, request: pb.GetResultRequest, context: Any) -> pb.GetResultResponse:
         wait = _wait_s(request.wait_ms, MAX_RESULT_WAIT_S)
-        tenant = request.tenant or DEFAULT_TENANT
+        tenant = tenant_of(request)
         run = self._runs.wait_closed(request.run_id, timeout_s=wait, tenant=tenant)
         return pb.GetResultResponse(run=m.run_to_pb(run), closed=run.status.closed)
 
@@ -197,7 +198,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         limit = request.limit or 50
         runs = self._runs.list(
             RunQuery(
-                tenant=request.tenant or DEFAULT_TENANT,
+                tenant=tenant_of(request),
                 status=status,
                 workflow_type=request.workflow_type or None,
                 limit=limit,

@@ -7,10 +7,10 @@ from typing import Any
 import grpc
 
 from amber.abi import InvalidInput
-from amber.runtime.api import OPERATOR_TOKEN_HEADER
+from amber.runtime.api import OPERATOR_TOKEN_HEADER, tenant_of
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import mapping as m
-from amber.runtime.model import DEFAULT_TENANT, TriageAction, TriageCommand
+from amber.runtime.model import TriageAction, TriageCommand
 from amber.runtime.services import TriageService
 
 from ._operators import Operators
@@ -34,7 +34,7 @@ class TriageRpcs:
         self, request: pb.ListTroubledRequest, context: Any
     ) -> pb.ListTroubledResponse:
         troubled = self._triage.troubled(
-            tenant=request.tenant or DEFAULT_TENANT,
+            tenant=tenant_of(request),
             fingerprint=request.fingerprint,
             limit=request.limit or 100,
         )
@@ -43,9 +43,7 @@ class TriageRpcs:
     @rpc
     def ExportRun(self, request: pb.ExportRunRequest, context: Any) -> pb.ExportRunResponse:
         operator = self._operators.authorise(operator_token(context), request.operator)
-        bundle = self._triage.export(
-            request.run_id, operator=operator, tenant=request.tenant or DEFAULT_TENANT
-        )
+        bundle = self._triage.export(request.run_id, operator=operator, tenant=tenant_of(request))
         return pb.ExportRunResponse(bundle=bundle.encode())
 
     @rpc
@@ -62,7 +60,7 @@ class TriageRpcs:
                 reason=request.reason,
                 run_ids=tuple(request.run_ids),
                 fingerprint=request.fingerprint,
-                tenant=request.tenant or DEFAULT_TENANT,
+                tenant=tenant_of(request),
                 version=request.version,
                 step=request.step if request.has_step else None,
                 result=request.result,

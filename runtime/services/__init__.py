@@ -11,7 +11,7 @@ from ._approvals import resolve_approval_txn
 from ._audit import MAX_AUDIT_PAGE, AuditService
 from ._lifecycle import Lifecycle, RunSpec, Wake
 from ._migration import MigrationService
-from ._notify import Notifier
+from ._notify import Notifier, poke
 from ._poison import fingerprint
 from ._runs import RunService
 from ._stats import HealthCounter
@@ -34,5 +34,6 @@ __all__ = [
     "TriageService",
     "Wake",
     "fingerprint",
+    "poke",
     "resolve_approval_txn",
 ]

@@ -187,3 +187,10 @@ class Notifier:
                 _log.warning("LISTEN connection lost (%s); reconnecting", exc)
             time.sleep(backoff)
             backoff = min(backoff * 2, 5.0)
+
+
+def poke(notifier: Notifier | None, wakes: Iterable[tuple[str, str]]) -> None:
+    """After a commit: wake the waiters of what it changed, if this process runs a notifier
+    (a service built without one, in a tool or a test, wakes nobody)."""
+    if notifier is not None:
+        notifier.poke(wakes)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +60,7 @@ from amber.runtime.model import (
 from amber.versions import select_version_txn
 
 from ._lifecycle import Lifecycle, RunSpec, Wake
-from ._notify import Notifier
+from ._notify import Notifier, poke
 from ._reset import ResetRequest, Resetter
 
 _RUN_RECHECK_S = 5.0
@@ -178,7 +177,7 @@ class RunService:
                 continue  # a concurrent start took the workflow id; the retry returns its run
         else:
             raise WorkflowIdInUse(f"workflow id {workflow_id!r} is being started concurrently")
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return result
 
     @staticmethod
@@ -220,7 +219,7 @@ class RunService:
             return self._signal_txn(cur, run, signal)
 
         result, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return result
 
     def _signal_txn(
@@ -270,7 +269,7 @@ class RunService:
             return already, wakes
 
         already, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return already
 
     def terminate(self, ref: str, *, reason: str, by: str, tenant: str = DEFAULT_TENANT) -> Run:
@@ -290,7 +289,7 @@ class RunService:
             return closed, wakes
 
         run, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return run
 
     def reset(
@@ -317,7 +316,7 @@ class RunService:
             return fresh, wakes
 
         run, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return run
 
     def _audit_txn(
@@ -366,7 +365,7 @@ class RunService:
             return task_id, run.queue
 
         task_id, queue = self._db.run(enqueue)
-        self._poke([(TASKS_CHANNEL, queue)])
+        poke(self._notifier, [(TASKS_CHANNEL, queue)])
         deadline = time.monotonic() + timeout_s
         while True:
             answer = self._db.run(lambda cur: take_query_answer_txn(cur, task_id))
@@ -440,10 +439,6 @@ class RunService:
                 if run.status.closed or remaining <= 0:
                     return run
                 watch.wait(seen, min(remaining, _RUN_RECHECK_S))
-
-    def _poke(self, wakes: Sequence[Wake]) -> None:
-        if self._notifier is not None:
-            self._notifier.poke(wakes)
 
 
 def _drop_query_txn(cur: Cursor, task_id: int) -> None:

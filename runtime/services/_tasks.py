@@ -81,7 +81,7 @@ from ._attempts import Attempts, FailedAttempt, timeout_kind
 from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
 from ._lifecycle import Lifecycle, RunSpec, Wake, closing_event, execution_deadline
 from ._migration import Counted, checked_answer, upgrade_txn
-from ._notify import Notifier
+from ._notify import Notifier, poke
 from ._stats import HealthCounter
 
 
@@ -202,7 +202,7 @@ class TaskService:
         if claimed is not None and claim is not None:  # that task needs no poller
             with contextlib.suppress(ValueError):
                 wakes.remove((TASKS_CHANNEL, claim.queue))
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         for digest, kind, reason in counted:
             self._health.record(digest, kind, reason, fuel)
         return claimed
@@ -274,7 +274,10 @@ class TaskService:
                 fuel,
             )
         except VersionConflict:
-            self._poke(self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing)))
+            poke(
+                self._notifier,
+                self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing)),
+            )
             raise
 
     def _check_commands(self, commands: Sequence[NewCommand], result: bytes | None) -> None:
@@ -494,7 +497,7 @@ class TaskService:
             given = checked_answer(task, answer) if task.kind is TaskKind.CHECK else answer
             return self._answer_txn(cur, task, given)
 
-        self._poke(self._db.run(txn))
+        poke(self._notifier, self._db.run(txn))
 
     def _answer_txn(self, cur: Cursor, task: Task, answer: QueryAnswer) -> list[Wake]:
         put_query_answer_txn(cur, task.task_id, answer, self._clock.now())
@@ -571,7 +574,7 @@ class TaskService:
             return tasks, each_isolated(cur, tasks, step, defer=defer, what="lease expiry")
 
         tasks, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         for task in handled:
             self._count(task, FailureReason.WORKER_LOST)
         return tasks, handled
@@ -607,12 +610,8 @@ class TaskService:
             return tasks, each_isolated(cur, tasks, step, defer=defer, what="activity timeout")
 
         _tasks, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         for task in handled:
             if task.state is TaskState.LEASED:
                 self._count(task, "timeout")
         return len(handled)
-
-    def _poke(self, wakes: Sequence[Wake]) -> None:
-        if self._notifier is not None:
-            self._notifier.poke(wakes)

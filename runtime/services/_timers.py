@@ -8,7 +8,6 @@ and a restart loses none: nothing waits in memory.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 
 from amber.history import (
     Cursor,
@@ -32,7 +31,7 @@ from amber.runtime.model import Clock, EngineSettings
 from ._approvals import expire_approval_txn
 from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
 from ._lifecycle import Lifecycle, Wake, closing_event
-from ._notify import Notifier
+from ._notify import Notifier, poke
 
 
 class TimerService:
@@ -60,7 +59,7 @@ class TimerService:
             return len(timers), each_isolated(cur, timers, fire, defer=defer, what="timer firing")
 
         count, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return count
 
     def fire(self, run_id: str, timer_id: str) -> bool:
@@ -87,7 +86,7 @@ class TimerService:
             return True, self._fire_txn(cur, timer)
 
         fired, wakes = self._db.run(txn)
-        self._poke(wakes)
+        poke(self._notifier, wakes)
         return fired
 
     def _fire_txn(self, cur: Cursor, timer: Timer) -> list[Wake]:
@@ -106,7 +105,3 @@ class TimerService:
             return expire_approval_txn(cur, self._life, run, timer.cmd)
         event = NewEvent(type=EventType.TIMER_FIRED, payload={"cmd": timer.cmd}, digest=run.digest)
         return self._life.deliver_txn(cur, run, event)
-
-    def _poke(self, wakes: Sequence[Wake]) -> None:
-        if self._notifier is not None:
-            self._notifier.poke(wakes)
