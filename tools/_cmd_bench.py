@@ -34,8 +34,16 @@ LATEST: Final = _ROOT / "bench" / "results" / "latest.json"
 """The committed copy of the latest full run (`--latest`)."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare `amber bench`'s flags."""
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber bench` to the CLI."""
+    parser = sub.add_parser(
+        "bench",
+        parents=[common],
+        help="N workflows x K activities (--peers: beside Temporal and DBOS); writes JSON",
+    )
+    parser.set_defaults(local=bench)
     parser.add_argument("--n", type=int, default=1000, help="workflows in the throughput phase")
     parser.add_argument("--k", type=int, default=5, help="sequential activities per workflow")
     parser.add_argument("--w", type=int, default=16, help="concurrent starters")
@@ -113,7 +121,7 @@ def _configs(engine: str) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
-def main(args: argparse.Namespace) -> int:
+def bench(args: argparse.Namespace) -> int:
     """`amber bench`: run Amber (and with `--peers` the peers), print the summary and the
     side-by-side table, write the JSON; exit status 1 if any run or the asked-for peers failed.
     """

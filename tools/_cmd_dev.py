@@ -121,3 +121,17 @@ def _demo(client: AmberClient, home: Path) -> int:
         print(f"[dev] demo run did not complete: {run.status.value}")
         return 1
     return 0
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber dev` to the CLI."""
+    p = sub.add_parser(
+        "dev", parents=[common], help="embedded PostgreSQL + server + worker + a demo run"
+    )
+    p.add_argument("--home", default=os.environ.get("AMBER_HOME", ".amber"))
+    p.add_argument("--listen", default="127.0.0.1:7233")
+    p.add_argument("--once", action="store_true", help="exit after the demo run")
+    p.add_argument("--no-demo", action="store_true")
+    p.set_defaults(local=dev)

@@ -163,3 +163,42 @@ def work(args: argparse.Namespace) -> int:
     close()
     client.close()
     return 0
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber server` and `amber worker` to the CLI."""
+    p = sub.add_parser(
+        "server", parents=[common], help="run the gRPC server (AMBER_DATABASE_URL or embedded)"
+    )
+    p.add_argument("--listen", default="127.0.0.1:7233")
+    p.add_argument("--port-file", help="write the bound port here (with --listen host:0)")
+    p.add_argument("--lease-seconds", type=float, default=30.0)
+    p.add_argument("--db-pool", type=int, default=16)
+    p.add_argument("--approvals-listen", help="serve the approval page on HOST:PORT")
+    p.add_argument("--approvals-url", help="the page's public URL, for the links sent out")
+    p.set_defaults(local=serve)
+
+    p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")
+    p.add_argument("--pool", choices=["main", "surgical"], default="main")
+    p.add_argument(
+        "--slots", type=int, default=8, help="tasks run at once (the surgical pool runs one)"
+    )
+    p.add_argument("--queue", default="main")
+    p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
+    p.add_argument("--fuel", type=int, default=1_000_000_000)
+    p.add_argument(
+        "--memory-mb", type=int, help="linear memory per activation (main 64, surgical 32)"
+    )
+    p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")
+    p.add_argument("--activity-deadline", type=float, default=60.0, help="seconds")
+    p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
+    p.add_argument("--connect-timeout", type=float, default=30.0)
+    p.add_argument(
+        "--worker-id",
+        help="a stable identity, unique among live workers (e.g. the pod or unit name): on start"
+        " the worker gives up the leases its previous process held instead of waiting for them"
+        " to expire (default host:pid, nothing released)",
+    )
+    p.set_defaults(local=work)
