@@ -124,7 +124,7 @@ def bench(args: argparse.Namespace) -> int:
     """`amber bench`: run Amber (and with `--peers` the peers), print the summary and the
     side-by-side table, write the JSON; exit status 1 if any run or the asked-for peers failed.
     """
-    from . import _bench  # psycopg, wasmtime, the server: loaded when the verb runs, not at start
+    from . import _bench  # wasmtime, psycopg: loaded only when the verb runs
 
     peers = None
     if args.peers:  # checked before the long run, so a mistake costs nothing

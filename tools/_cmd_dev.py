@@ -8,7 +8,7 @@ import os
 
 
 def dev(args: argparse.Namespace) -> int:
-    from . import _dev  # the whole engine: loaded when the verb runs, not at start
+    from . import _dev  # wasmtime, psycopg, Flask: loaded only when the verb runs
 
     return _dev.dev(args)
 

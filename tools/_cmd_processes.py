@@ -7,13 +7,13 @@ import argparse
 
 
 def serve(args: argparse.Namespace) -> int:
-    from . import _processes  # psycopg, wasmtime, Flask: loaded when the verb runs, not at start
+    from . import _processes  # wasmtime, psycopg, Flask: loaded only when the verb runs
 
     return _processes.serve(args)
 
 
 def work(args: argparse.Namespace) -> int:
-    from . import _processes  # wasmtime and the worker: loaded when the verb runs, not at start
+    from . import _processes  # wasmtime, psycopg, Flask: loaded only when the verb runs
 
     return _processes.work(args)
 

@@ -4,6 +4,10 @@ Each verb group is one `_cmd_<group>` module whose `register(sub, common)` adds 
 sets a handler on each: `remote=fn(client, args)` for a verb that talks to a server through
 `AmberClient` (dispatch opens the client), `local=fn(args)` for one that runs something here.
 To add a verb, add it to its group's `register`; a new group goes in `_GROUPS`.
+
+Importing a group must stay light, so that `amber --help` and the client verbs start without the
+engine: a local handler that needs wasmtime, psycopg or Flask imports its body (`_dev`,
+`_processes`, `_bench`) when it runs. `tests/tools/test_cli_start.py` checks it.
 """
 
 from __future__ import annotations
