@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from amber.abi import MANIFEST_SECTION, ManifestError, custom_section, parse_manifest
-from amber.runtime.sandbox import check_capabilities
-from amber.versions import InvalidModule, validate_module
 
 __all__ = ["SDK_INCLUDE_DIR", "BuildError", "BuildResult", "build_module", "extract_manifest"]
 
@@ -95,6 +93,10 @@ def build_module(
     `-DNAME=VALUE`. Raises `BuildError` on a compile error, a missing or invalid manifest, or a
     module whose exports and imports do not match its manifest and ABI v1.
     """
+    # wasmtime (for validation): loaded when a module is built, not when this module is imported.
+    from amber.runtime.sandbox import check_capabilities
+    from amber.versions import InvalidModule, validate_module
+
     source = Path(source).resolve()
     if not source.is_file():
         raise BuildError(f"{source}: no such source file")

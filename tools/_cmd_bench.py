@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from ._bench import BenchOptions, default_output, format_summary, progress, run_bench, write_json
 from ._bench_compare import compare, format_table
 from ._bench_peers import (
     DEFAULT_SCRIPT,
@@ -34,8 +33,16 @@ LATEST: Final = _ROOT / "bench" / "results" / "latest.json"
 """The committed copy of the latest full run (`--latest`)."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Declare `amber bench`'s flags."""
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber bench` to the CLI."""
+    parser = sub.add_parser(
+        "bench",
+        parents=[common],
+        help="N workflows x K activities (--peers: beside Temporal and DBOS); writes JSON",
+    )
+    parser.set_defaults(local=bench)
     parser.add_argument("--n", type=int, default=1000, help="workflows in the throughput phase")
     parser.add_argument("--k", type=int, default=5, help="sequential activities per workflow")
     parser.add_argument("--w", type=int, default=16, help="concurrent starters")
@@ -113,10 +120,12 @@ def _configs(engine: str) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
-def main(args: argparse.Namespace) -> int:
+def bench(args: argparse.Namespace) -> int:
     """`amber bench`: run Amber (and with `--peers` the peers), print the summary and the
     side-by-side table, write the JSON; exit status 1 if any run or the asked-for peers failed.
     """
+    from . import _bench  # wasmtime, psycopg: loaded only when the verb runs
+
     peers = None
     if args.peers:  # checked before the long run, so a mistake costs nothing
         peers = PeersOptions(
@@ -136,7 +145,7 @@ def main(args: argparse.Namespace) -> int:
         if not peers.script.is_file():
             print(f"error: no peers' harness at {peers.script}", file=sys.stderr)
             return 2
-    options = BenchOptions(
+    options = _bench.BenchOptions(
         n=args.n,
         k=args.k,
         w=args.w,
@@ -144,7 +153,7 @@ def main(args: argparse.Namespace) -> int:
         workers=args.workers,
         target=args.target,
         database_url=args.database_url,
-        output=Path(args.output) if args.output else default_output(),
+        output=Path(args.output) if args.output else _bench.default_output(),
         skip_latency=args.no_latency,
         timeout_s=args.timeout,
         stats_settle_s=args.stats_settle,
@@ -155,23 +164,27 @@ def main(args: argparse.Namespace) -> int:
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
     began = time.monotonic()
-    result = run_bench(options)
+    result = _bench.run_bench(options)
     amber_s = time.monotonic() - began
-    print(format_summary(result), flush=True)
+    print(_bench.format_summary(result), flush=True)
     outcome: PeersOutcome | None = None
     if peers is not None:
-        progress(f"Amber done in {amber_s:.0f} s; the peers' harness now (this takes a while)")
+        _bench.progress(
+            f"Amber done in {amber_s:.0f} s; the peers' harness now (this takes a while)"
+        )
         outcome = run_peers(peers)
-        progress(f"peers: {'done' if outcome.ok else outcome.error} in {outcome.wall_s:.0f} s")
+        _bench.progress(
+            f"peers: {'done' if outcome.ok else outcome.error} in {outcome.wall_s:.0f} s"
+        )
     full = result | compare(result, outcome)
     peers_s = None if outcome is None else round(outcome.wall_s, 1)
     full["timing_s"] = {"amber": round(amber_s, 1), "peers": peers_s}
-    write_json(options.output, full)
+    _bench.write_json(options.output, full)
     print()
     print(format_table(full, result))
     print(f"written to {options.output}")
     if args.latest:
-        write_json(LATEST, full)
+        _bench.write_json(LATEST, full)
         print(f"and to {LATEST}")
     failed = result["throughput"]["errors"] or result["latency_ms"]["errors"]
     return 1 if failed or (outcome is not None and not outcome.ok) else 0

@@ -1,123 +1,27 @@
-"""`amber dev`: embedded PostgreSQL + server + a worker (and, when it keeps serving, a surgical
-worker) + the sample module + a demo run."""
+"""`amber dev`: everything on one machine for a first look (its flags here, its body in
+`_dev`)."""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import secrets
-import threading
-import time
-from datetime import UTC, datetime
-from pathlib import Path
-
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-from amber import abi
-from amber.history import HOME_ENV, Database, resolve_database_url
-from amber.runtime.approvals import ConsoleSink
-from amber.runtime.client import AmberClient
-from amber.runtime.model import SystemClock
-from amber.runtime.sandbox import Sandbox, SandboxEngine
-from amber.runtime.server import AmberServer, ApprovalPageOptions
-from amber.runtime.worker import JsonLinesExporter, Worker, WorkerSettings, configure_tracing
-from amber.surgical_pool import SurgicalWorker
-
-from . import _output as out
-from ._build import build_module
-from ._cmd_processes import on_signals
-
-SAMPLE_SOURCE = Path(abi.__file__).resolve().parent / "samples" / "orders.c"
-DEMO_INPUT = {"order_id": "A-1001", "sku": "BOOK-42", "quantity": 2, "amount_cents": 3998}
 
 
 def dev(args: argparse.Namespace) -> int:
-    home = Path(args.home).resolve()
-    os.environ[HOME_ENV] = str(home)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
-    configure_tracing("amber-dev")
-    started = time.monotonic()
-    where = "AMBER_DATABASE_URL" if os.environ.get("AMBER_DATABASE_URL") else "embedded PostgreSQL"
-    print(f"[dev] database: {where} (home {home})", flush=True)
-    db = Database(resolve_database_url(home)).open()
-    server = AmberServer(
-        db,
-        listen=args.listen,
-        approval_sink=ConsoleSink(lambda line: print(line, flush=True)),
-        approval_page=ApprovalPageOptions(port=0, secret_key=secrets.token_bytes(32)),
+    from . import _dev  # wasmtime, psycopg, Flask: loaded only when the verb runs
+
+    return _dev.dev(args)
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber dev` to the CLI."""
+    p = sub.add_parser(
+        "dev", parents=[common], help="embedded PostgreSQL + server + worker + a demo run"
     )
-    port = server.start()
-    target = f"127.0.0.1:{port}"
-    print(f"[dev] server listening on {target}", flush=True)
-    print(f"[dev] approval page on {server.approval_link_base}", flush=True)
-    client = AmberClient(target)
-    engine = SandboxEngine(home / "artifacts")
-    worker = Worker(
-        client, Sandbox(engine, SystemClock(), client.get_module), WorkerSettings(poll_wait_s=1.0)
-    )
-    worker_thread = threading.Thread(target=worker.run, name="amber-dev-worker", daemon=True)
-    worker_thread.start()
-    print("[dev] worker started", flush=True)
-    surgeon = None if args.once else _surgical_worker(client, home)
-    status = 0
-    try:
-        if not args.no_demo:
-            status = _demo(client, home)
-        print(f"[dev] ready in {time.monotonic() - started:.1f} s", flush=True)
-        if not args.once:
-            print(
-                f"[dev] serving on {target}; try: amber --server {target} run list  (Ctrl-C stops)"
-            )
-            stop = threading.Event()
-            on_signals(stop)
-            stop.wait()
-    finally:
-        if surgeon is not None:
-            surgeon.close()
-        worker.stop()
-        worker_thread.join(timeout=5)
-        server.stop(grace_s=1.0)
-        engine.close()
-        db.close()
-    return status
-
-
-def _surgical_worker(client: AmberClient, home: Path) -> SurgicalWorker:
-    """A surgical-pool worker beside the main one, tracing into $AMBER_HOME/traces."""
-    traces = home / "traces" / "surgical.jsonl"
-    traces.parent.mkdir(parents=True, exist_ok=True)
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(str(traces))))
-    surgeon = SurgicalWorker(
-        client,
-        WorkerSettings(worker_id="dev-surgical", poll_wait_s=1.0),
-        artifact_dir=home / "artifacts",
-        spans=provider.get_tracer("amber"),
-    )
-    threading.Thread(target=surgeon.run, name="amber-dev-surgical", daemon=True).start()
-    print(f"[dev] surgical worker started (traces in {traces})", flush=True)
-    return surgeon
-
-
-def _demo(client: AmberClient, home: Path) -> int:
-    wasm_path = home / "build" / "orders.wasm"
-    built = build_module(SAMPLE_SOURCE, wasm_path)
-    print(f"[dev] built {SAMPLE_SOURCE.name} -> {wasm_path} ({built.size} bytes)", flush=True)
-    uploaded = client.upload_version(wasm_path.read_bytes(), promote=True)
-    version = uploaded.version
-    print(f"[dev] version {version.digest[:16]} serves {', '.join(version.manifest.workflows)}")
-    workflow_id = f"demo-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
-    started = client.start_run("orders", DEMO_INPUT, workflow_id=workflow_id)
-    print(f"[dev] started run {started.run.run_id} (workflow id {workflow_id})", flush=True)
-    run = client.result(started.run.run_id, wait_s=60)
-    print()
-    print(out.run_text(run))
-    print()
-    print(out.history_text(client.history(run.run_id)))
-    print()
-    if run.status.value != "completed":
-        print(f"[dev] demo run did not complete: {run.status.value}")
-        return 1
-    return 0
+    p.add_argument("--home", default=os.environ.get("AMBER_HOME", ".amber"))
+    p.add_argument("--listen", default="127.0.0.1:7233")
+    p.add_argument("--once", action="store_true", help="exit after the demo run")
+    p.add_argument("--no-demo", action="store_true")
+    p.set_defaults(local=dev)

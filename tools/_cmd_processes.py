@@ -1,165 +1,57 @@
-"""`amber server` and `amber worker`: the two long-running processes."""
+"""`amber server` and `amber worker`: the two long-running processes (their flags here, their
+bodies in `_processes`)."""
 
 from __future__ import annotations
 
 import argparse
-import logging
-import os
-import secrets
-import signal
-import sys
-import threading
-from dataclasses import replace
-from datetime import timedelta
-from pathlib import Path
-from types import FrameType
-
-from amber.abi import InvalidInput
-from amber.history import Database, amber_home, resolve_database_url
-from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
-from amber.runtime.client import AmberClient
-from amber.runtime.model import EngineSettings, SystemClock
-from amber.runtime.sandbox import Sandbox, SandboxEngine, SandboxLimits
-from amber.runtime.server import AmberServer, ApprovalPageOptions
-from amber.runtime.worker import Worker, WorkerSettings, configure_tracing
-
-APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
-
-
-def on_signals(stop: threading.Event) -> None:
-    """SIGINT/SIGTERM set `stop` (a second one exits at once)."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if stop.is_set():
-            sys.exit(128 + signum)
-        stop.set()
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-
-
-def engine_settings(args: argparse.Namespace) -> EngineSettings:
-    return EngineSettings(
-        lease=timedelta(seconds=args.lease_seconds),
-        sweep_interval=timedelta(seconds=min(1.0, args.lease_seconds / 4)),
-    )
-
-
-def _approval_sink() -> ApprovalSink | None:
-    url = os.environ.get(WEBHOOK_ENV)
-    return WebhookSink(url) if url else None
-
-
-def _approval_page(args: argparse.Namespace) -> ApprovalPageOptions | None:
-    """The approval page's options from `--approvals-listen`/`--approvals-url` and
-    `AMBER_APPROVAL_SECRET` (hex; servers behind one URL share it)."""
-    if not args.approvals_listen:
-        return None
-    host, _, port = args.approvals_listen.rpartition(":")
-    secret_hex = os.environ.get(APPROVAL_SECRET_ENV, "")
-    if secret_hex:
-        secret = bytes.fromhex(secret_hex)
-    else:
-        logging.getLogger(__name__).warning(
-            "%s is not set: approval page sessions are signed with a key of this process only",
-            APPROVAL_SECRET_ENV,
-        )
-        secret = secrets.token_bytes(32)
-    return ApprovalPageOptions(
-        host=host or "127.0.0.1",
-        port=int(port),
-        public_url=args.approvals_url,
-        secret_key=secret,
-    )
 
 
 def serve(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    db = Database(resolve_database_url(), max_size=args.db_pool).open()
-    server = AmberServer(
-        db,
-        listen=args.listen,
-        settings=engine_settings(args),
-        approval_sink=_approval_sink(),
-        approval_page=_approval_page(args),
-    )
-    port = server.start()
-    host = args.listen.rsplit(":", 1)[0]
-    print(f"amber server listening on {host}:{port}", flush=True)
-    if server.approval_link_base:
-        print(f"approval page on {server.approval_link_base}", flush=True)
-    if args.port_file:
-        Path(args.port_file).write_text(str(port))
-    stop = threading.Event()
-    on_signals(stop)
-    stop.wait()
-    server.stop()
-    db.close()
-    return 0
+    from . import _processes  # wasmtime, psycopg, Flask: loaded only when the verb runs
 
-
-def worker_settings(args: argparse.Namespace) -> WorkerSettings:
-    if args.slots < 1 or args.slots > 256:
-        raise InvalidInput("--slots must be between 1 and 256")
-    settings = WorkerSettings(
-        queue=args.queue,
-        slots=args.slots,
-        poll_wait_s=args.poll_wait,
-        workflow_limits=SandboxLimits(
-            fuel=args.fuel,
-            memory_bytes=(args.memory_mb or 64) * 2**20,
-            deadline_s=args.workflow_deadline,
-        ),
-        activity_limits=SandboxLimits(
-            fuel=args.fuel,
-            memory_bytes=(args.memory_mb or 64) * 2**20,
-            deadline_s=args.activity_deadline,
-        ),
-    )
-    if args.worker_id:
-        settings = replace(settings, worker_id=args.worker_id, release_on_start=True)
-    return settings
+    return _processes.serve(args)
 
 
 def work(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    surgical = args.pool == "surgical"
-    traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
-    configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
-    client = AmberClient(args.server)
-    client.wait_ready(timeout_s=args.connect_timeout)
-    artifacts = Path(args.artifacts) if args.artifacts else amber_home() / "artifacts"
-    settings = worker_settings(args)
-    if surgical:
-        from amber.surgical_pool import SurgicalWorker, surgical_settings
+    from . import _processes  # wasmtime, psycopg, Flask: loaded only when the verb runs
 
-        if args.memory_mb is None:
-            settings = surgical_settings(settings)
-        else:
-            settings = surgical_settings(settings, memory_bytes=args.memory_mb * 2**20)
-        pool = SurgicalWorker(client, settings, artifact_dir=artifacts)
-        worker, close = pool.worker, pool.close
-    else:
-        engine = SandboxEngine(artifacts)
-        worker, close = (
-            Worker(client, Sandbox(engine, SystemClock(), client.get_module), settings),
-            engine.close,
-        )
-    stop = threading.Event()
-    on_signals(stop)
+    return _processes.work(args)
 
-    def stop_worker() -> None:
-        stop.wait()
-        worker.stop()
 
-    threading.Thread(target=stop_worker, daemon=True).start()
-    where = f", traces in {traces}" if traces and not os.environ.get("AMBER_TRACE_FILE") else ""
-    print(
-        f"amber worker {worker.settings.worker_id} serving queue {args.queue}"
-        f" ({args.pool} pool{where})",
-        flush=True,
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber server` and `amber worker` to the CLI."""
+    p = sub.add_parser(
+        "server", parents=[common], help="run the gRPC server (AMBER_DATABASE_URL or embedded)"
     )
-    worker.run()
-    close()
-    client.close()
-    return 0
+    p.add_argument("--listen", default="127.0.0.1:7233")
+    p.add_argument("--port-file", help="write the bound port here (with --listen host:0)")
+    p.add_argument("--lease-seconds", type=float, default=30.0)
+    p.add_argument("--db-pool", type=int, default=16)
+    p.add_argument("--approvals-listen", help="serve the approval page on HOST:PORT")
+    p.add_argument("--approvals-url", help="the page's public URL, for the links sent out")
+    p.set_defaults(local=serve)
+
+    p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")
+    p.add_argument("--pool", choices=["main", "surgical"], default="main")
+    p.add_argument(
+        "--slots", type=int, default=8, help="tasks run at once (the surgical pool runs one)"
+    )
+    p.add_argument("--queue", default="main")
+    p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
+    p.add_argument("--fuel", type=int, default=1_000_000_000)
+    p.add_argument(
+        "--memory-mb", type=int, help="linear memory per activation (main 64, surgical 32)"
+    )
+    p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")
+    p.add_argument("--activity-deadline", type=float, default=60.0, help="seconds")
+    p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
+    p.add_argument("--connect-timeout", type=float, default=30.0)
+    p.add_argument(
+        "--worker-id",
+        help="a stable identity, unique among live workers (e.g. the pod or unit name): on start"
+        " the worker gives up the leases its previous process held instead of waiting for them"
+        " to expire (default host:pid, nothing released)",
+    )
+    p.set_defaults(local=work)

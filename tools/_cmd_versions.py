@@ -1,8 +1,8 @@
-"""`amber versions ...` and `amber runs migrate`: the registry and rollouts, as thin gRPC clients.
+"""`amber versions ...`: the registry and rollouts, as thin gRPC clients.
 
 Exit codes: 0 done; 2 refused (bad input, conflict: the message says why and nothing changed);
-3 when `check` found a run not compatible with the candidate, or `migrate` left a run unmoved
-(refused, or its history grew since the check: `moved_on`), so a pipeline can gate on it.
+3 when `check` found a run not compatible with the candidate, so a pipeline can gate on it
+(`amber run migrate`, which moves the runs that pass, is a run verb: `_cmd_runs`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from amber.runtime.client import AmberClient
-from amber.runtime.model import RunCheck
 from amber.versions import ModuleVersion, TypeStatus
 
 from . import _output as out
@@ -211,69 +210,65 @@ def check(client: AmberClient, args: argparse.Namespace) -> int:
         closed_sample=args.closed_sample,
         wait_s=args.wait,
     )
-    return _print_checks(candidate, checks, args, migrating=False)
+    out.emit_checks(candidate, checks, as_json=args.json, migrating=False)
+    return 3 if any(c.verdict not in ("compatible", "already_on") for c in checks) else 0
 
 
-def migrate(client: AmberClient, args: argparse.Namespace) -> int:
-    candidate, checks = client.migrate_runs(
-        args.to,
-        args.type,
-        run_ids=args.run or (),
-        reason=args.reason,
-        operator=operator_name(args),
-        wait_s=args.wait,
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber versions ...` to the CLI."""
+    versions = sub.add_parser("versions", parents=[common], help="module versions").add_subparsers(
+        dest="versions_command", required=True
     )
-    return _print_checks(candidate, checks, args, migrating=True)
+    p = versions.add_parser("upload", parents=[common], help="validate and store a module")
+    p.add_argument("file")
+    p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
+    p.add_argument("--label", help="name it, e.g. orders@2.0 (a label names one digest forever)")
+    p.set_defaults(remote=upload)
+    p = versions.add_parser("list", parents=[common])
+    p.set_defaults(remote=list_all)
+    p = versions.add_parser("show", parents=[common], help="one version, with its drain status")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.set_defaults(remote=show)
+    p = versions.add_parser("label", parents=[common], help="name a version")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.add_argument("label")
+    p.add_argument("--operator", help="who (default: your user name)")
+    p.set_defaults(remote=label)
 
+    def change(name: str, text: str) -> argparse.ArgumentParser:
+        p = versions.add_parser(name, parents=[common], help=text)
+        p.add_argument("type", help="workflow type")
+        p.add_argument("--reason", default="")
+        p.add_argument("--operator", help="who (default: your user name)")
+        return p
 
-def _print_checks(
-    candidate: str, checks: list[RunCheck], args: argparse.Namespace, *, migrating: bool
-) -> int:
-    if migrating:  # every run moved (or had nothing to move)
-        bad = [c for c in checks if c.outcome not in ("migrated", "skipped")]
-    else:
-        bad = [c for c in checks if c.verdict not in ("compatible", "already_on")]
-    if args.json:
-        out.emit_json({"candidate": candidate, "runs": [check_json(c) for c in checks]})
-        return 3 if bad else 0
-    print(f"candidate {candidate}")
-    rows = [
-        [c.run_id, c.status, c.verdict, *([c.outcome or "-"] if migrating else []),
-         _divergence(c)]
-        for c in checks
-    ]  # fmt: skip
-    headers = ["RUN", "STATUS", "VERDICT", *(["OUTCOME"] if migrating else []), "FIRST DIVERGENCE"]
-    print(out.table(rows, headers))
-    verdicts: dict[str, int] = {}
-    for c in checks:
-        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
-    summary = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())) or "no runs"
-    print(f"\n{len(checks)} run(s): {summary}")
-    if migrating:
-        moved = sum(1 for c in checks if c.outcome == "migrated")
-        print(f"{moved} migrated; the others stay on their version")
-    return 3 if bad else 0
-
-
-def _divergence(c: RunCheck) -> str:
-    if c.verdict == "incompatible":
-        return (
-            f"command {c.position} (event {c.seq}): history has {c.recorded},"
-            f" the candidate issued {c.issued}"
-        )
-    return out.compact(c.detail, 80) if c.detail else "-"
-
-
-def check_json(c: RunCheck) -> dict[str, Any]:
-    return {
-        "run_id": c.run_id,
-        "status": c.status,
-        "verdict": c.verdict,
-        "position": c.position,
-        "seq": c.seq,
-        "recorded": c.recorded,
-        "issued": c.issued,
-        "detail": c.detail,
-        "checked_seq": c.checked_seq,
-        "outcome": c.outcome or None,
-    }
+    p = change("promote", "make a version current: new runs start on it")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.set_defaults(remote=promote)
+    p = change("ramp", "send a share of new workflow ids to a candidate version")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.add_argument("percent", type=int, help="0-100")
+    p.set_defaults(remote=ramp)
+    p = change("rollback", "drop the candidate, or return to the previous current version")
+    p.set_defaults(remote=rollback)
+    p = change("auto-upgrade", "move open runs on their next activation (after a passing check)")
+    p.add_argument("ref", nargs="?", help="digest, prefix or label")
+    p.add_argument("--off", action="store_true", help="stop automatic upgrades")
+    p.set_defaults(remote=auto_upgrade)
+    p = versions.add_parser("status", parents=[common], help="a type's versions side by side")
+    p.add_argument("type", help="workflow type")
+    p.set_defaults(remote=status)
+    p = versions.add_parser("retire", parents=[common], help="retire a version nothing uses")
+    p.add_argument("ref", help="digest, prefix or label")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--operator", help="who (default: your user name)")
+    p.set_defaults(remote=retire)
+    p = versions.add_parser("check", parents=[common], help="replay runs on a candidate version")
+    p.add_argument("candidate", help="digest, prefix or label")
+    p.add_argument("--type", required=True, help="workflow type")
+    p.add_argument("--run", action="append", help="only this run (repeatable; default: all open)")
+    p.add_argument("--closed-sample", type=int, default=20, help="recent closed runs to check too")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the checks")
+    p.set_defaults(remote=check)

@@ -12,7 +12,7 @@ from typing import Any
 import msgpack
 
 from amber.history import Event, Run
-from amber.runtime.model import RunDescription
+from amber.runtime.model import RunCheck, RunDescription
 from amber.versions import ModuleVersion
 
 _PAYLOAD_KEYS = ("input", "args", "result")
@@ -215,3 +215,53 @@ def history_text(events: Sequence[Event]) -> str:
             ]
         )
     return table(rows, ["SEQ", "TIME", "EVENT", "VERSION", "DETAILS"])
+
+
+def emit_checks(
+    candidate: str, checks: Sequence[RunCheck], *, as_json: bool, migrating: bool
+) -> None:
+    """Print replay checks against `candidate` (`versions check`), or, with `migrating`, the
+    moves that followed them (`run migrate`): a table and a summary, or JSON."""
+    if as_json:
+        emit_json({"candidate": candidate, "runs": [check_json(c) for c in checks]})
+        return
+    print(f"candidate {candidate}")
+    rows = [
+        [c.run_id, c.status, c.verdict, *([c.outcome or "-"] if migrating else []),
+         _divergence(c)]
+        for c in checks
+    ]  # fmt: skip
+    headers = ["RUN", "STATUS", "VERDICT", *(["OUTCOME"] if migrating else []), "FIRST DIVERGENCE"]
+    print(table(rows, headers))
+    verdicts: dict[str, int] = {}
+    for c in checks:
+        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+    summary = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())) or "no runs"
+    print(f"\n{len(checks)} run(s): {summary}")
+    if migrating:
+        moved = sum(1 for c in checks if c.outcome == "migrated")
+        print(f"{moved} migrated; the others stay on their version")
+
+
+def _divergence(c: RunCheck) -> str:
+    if c.verdict == "incompatible":
+        return (
+            f"command {c.position} (event {c.seq}): history has {c.recorded},"
+            f" the candidate issued {c.issued}"
+        )
+    return compact(c.detail, 80) if c.detail else "-"
+
+
+def check_json(c: RunCheck) -> dict[str, Any]:
+    return {
+        "run_id": c.run_id,
+        "status": c.status,
+        "verdict": c.verdict,
+        "position": c.position,
+        "seq": c.seq,
+        "recorded": c.recorded,
+        "issued": c.issued,
+        "detail": c.detail,
+        "checked_seq": c.checked_seq,
+        "outcome": c.outcome or None,
+    }

@@ -1,4 +1,8 @@
-"""`amber run ...`: thin clients of the gRPC API (versions: `_cmd_versions`)."""
+"""`amber run ...` (alias `runs`): a workflow run's life, as thin clients of the gRPC API.
+
+Exit codes: 0 done; 2 refused (the message says why); 3 when the run failed (`start --wait`,
+`result`) or `migrate` left a run unmoved; 4 when `result` found the run still open.
+"""
 
 from __future__ import annotations
 
@@ -184,3 +188,94 @@ def run_reset(client: AmberClient, args: argparse.Namespace) -> int:
     else:
         print(f"new run {run.run_id} replays events 1..{args.to_event} and goes on from there")
     return 0
+
+
+def migrate(client: AmberClient, args: argparse.Namespace) -> int:
+    candidate, checks = client.migrate_runs(
+        args.to,
+        args.type,
+        run_ids=args.run or (),
+        reason=args.reason,
+        operator=operator_name(args),
+        wait_s=args.wait,
+    )
+    out.emit_checks(candidate, checks, as_json=args.json, migrating=True)
+    # 0 only when every run moved (or had nothing to move).
+    return 3 if any(c.outcome not in ("migrated", "skipped") for c in checks) else 0
+
+
+def register(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    """Add `amber run ...` (and its alias `amber runs ...`) to the CLI."""
+    run = sub.add_parser(
+        "run", aliases=["runs"], parents=[common], help="workflow runs"
+    ).add_subparsers(dest="run_command", required=True)
+    p = run.add_parser("start", parents=[common])
+    p.add_argument("workflow_type")
+    p.add_argument("--input", help="JSON, or @file.json")
+    p.add_argument("--id", help="workflow id (idempotency key)")
+    p.add_argument("--version", help="pin to this digest or prefix")
+    p.add_argument("--tenant")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the result")
+    p.add_argument("--execution-timeout", type=float, help="seconds before the run times out")
+    p.add_argument("--signal", help="signal-with-start: deliver this signal (start if needed)")
+    p.add_argument("--signal-payload", help="JSON payload of --signal")
+    p.set_defaults(remote=run_start)
+    p = run.add_parser("signal", parents=[common], help="send a signal to a run")
+    p.add_argument("run_id", help="run id or workflow id")
+    p.add_argument("name")
+    p.add_argument("--payload", help="JSON")
+    p.add_argument("--request-id", help="deduplication key")
+    p.add_argument("--tenant", default="")
+    p.set_defaults(remote=run_signal)
+    p = run.add_parser("query", parents=[common], help="read a value the workflow published")
+    p.add_argument("run_id", help="run id or workflow id")
+    p.add_argument("name")
+    p.add_argument("--wait", type=float, default=10.0, help="seconds to wait for a worker")
+    p.add_argument("--tenant", default="")
+    p.set_defaults(remote=run_query)
+    for name, fn, text in (
+        ("cancel", run_cancel, "ask the workflow to cancel (it may compensate)"),
+        ("terminate", run_terminate, "close the run at once"),
+    ):
+        p = run.add_parser(name, parents=[common], help=text)
+        p.add_argument("run_id", help="run id or workflow id")
+        p.add_argument("--reason", required=name == "terminate", default="")
+        p.add_argument("--operator", help="who (default: your user name)")
+        p.add_argument("--tenant", default="")
+        p.set_defaults(remote=fn)
+    p = run.add_parser("reset", parents=[common], help="re-run from an earlier point of history")
+    p.add_argument("run_id", help="run id or workflow id")
+    p.add_argument("--to-event", type=int, required=True, help="keep events 1..N")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--operator", help="who (default: your user name)")
+    p.add_argument("--tenant", default="")
+    p.set_defaults(remote=run_reset)
+    for name, fn in (("describe", run_describe), ("history", run_history)):
+        p = run.add_parser(name, parents=[common])
+        p.add_argument("run_id", help="run id or workflow id")
+        p.add_argument("--tenant", default="")
+        p.set_defaults(remote=fn)
+    p = run.add_parser("result", parents=[common])
+    p.add_argument("run_id", help="run id or workflow id")
+    p.add_argument("--tenant", default="")
+    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the run to close")
+    p.set_defaults(remote=run_result)
+    p = run.add_parser("list", parents=[common])
+    p.add_argument("--status", choices=["running", "completed", "failed"])
+    p.add_argument("--type")
+    p.add_argument("--tenant")
+    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--page")
+    p.set_defaults(remote=run_list)
+    p = run.add_parser(
+        "migrate", parents=[common], help="move open runs that pass a replay check to a version"
+    )
+    p.add_argument("--to", required=True, help="candidate digest, prefix or label")
+    p.add_argument("--type", required=True, help="workflow type")
+    p.add_argument("--run", action="append", help="only this run (repeatable; default: all open)")
+    p.add_argument("--reason", required=True)
+    p.add_argument("--operator", help="who (default: your user name)")
+    p.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the checks")
+    p.set_defaults(remote=migrate)

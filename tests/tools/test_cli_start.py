@@ -1,0 +1,56 @@
+"""What an `amber` process loads: a verb that talks to a server, and `--help`, run without the
+engine (no wasmtime, PostgreSQL driver or Flask in the CLI process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Sequence
+
+import pytest
+
+from tests.conftest import ROOT, InProcessServer
+
+ENGINE = frozenset({"wasmtime", "psycopg", "psycopg_pool", "flask", "werkzeug"})
+
+
+def run_cli(argv: Sequence[str]) -> tuple[int, str, set[str]]:
+    """Run `main(argv)` in a fresh interpreter: (exit code, its output, top-level modules loaded
+    by the end)."""
+    code = (
+        "import sys\n"
+        "from amber.tools.cli import main\n"
+        "try:\n"
+        f"    status = main({list(argv)!r})\n"
+        "except SystemExit as exc:\n"
+        "    status = exc.code\n"
+        "print('\\nLOADED', *sorted({m.split('.')[0] for m in sys.modules}))\n"
+        "sys.exit(status)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    out, _, loaded = done.stdout.rpartition("\nLOADED ")
+    assert loaded, done.stderr
+    return done.returncode, out, set(loaded.split())
+
+
+def test_run_list_talks_to_the_server_without_the_engine(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["orders"], promote=True)
+    started = srv.client.start_run("orders", {"order_id": "S-1"}, workflow_id="cli-start-1")
+
+    status, out, loaded = run_cli(["--server", srv.target, "run", "list"])
+
+    assert status == 0 and started.run.run_id in out, out
+    assert "grpc" in loaded  # it did reach the server
+    assert not loaded & ENGINE, f"`amber run list` loaded {sorted(loaded & ENGINE)}"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["dev", "--help"]])
+def test_help_runs_without_the_engine(argv: list[str]) -> None:
+    status, out, loaded = run_cli(argv)
+    assert status == 0 and "usage: amber" in out
+    assert not loaded & ENGINE, f"`amber {' '.join(argv)}` loaded {sorted(loaded & ENGINE)}"

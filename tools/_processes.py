@@ -1,0 +1,169 @@
+"""The bodies of `amber server` and `amber worker`, the two long-running processes.
+
+They load the engine (psycopg, wasmtime, Flask), so `_cmd_processes`, which declares their flags,
+imports this module only when one of them runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import signal
+import sys
+import threading
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+
+from amber.abi import InvalidInput
+from amber.history import Database, amber_home, resolve_database_url
+from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
+from amber.runtime.client import AmberClient
+from amber.runtime.model import EngineSettings, SystemClock
+from amber.runtime.sandbox import Sandbox, SandboxEngine, SandboxLimits
+from amber.runtime.server import AmberServer, ApprovalPageOptions
+from amber.runtime.worker import Worker, WorkerSettings, configure_tracing
+
+APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
+
+
+def on_signals(stop: threading.Event) -> None:
+    """SIGINT/SIGTERM set `stop` (a second one exits at once)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            sys.exit(128 + signum)
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+def engine_settings(args: argparse.Namespace) -> EngineSettings:
+    return EngineSettings(
+        lease=timedelta(seconds=args.lease_seconds),
+        sweep_interval=timedelta(seconds=min(1.0, args.lease_seconds / 4)),
+    )
+
+
+def _approval_sink() -> ApprovalSink | None:
+    url = os.environ.get(WEBHOOK_ENV)
+    return WebhookSink(url) if url else None
+
+
+def _approval_page(args: argparse.Namespace) -> ApprovalPageOptions | None:
+    """The approval page's options from `--approvals-listen`/`--approvals-url` and
+    `AMBER_APPROVAL_SECRET` (hex; servers behind one URL share it)."""
+    if not args.approvals_listen:
+        return None
+    host, _, port = args.approvals_listen.rpartition(":")
+    secret_hex = os.environ.get(APPROVAL_SECRET_ENV, "")
+    if secret_hex:
+        secret = bytes.fromhex(secret_hex)
+    else:
+        logging.getLogger(__name__).warning(
+            "%s is not set: approval page sessions are signed with a key of this process only",
+            APPROVAL_SECRET_ENV,
+        )
+        secret = secrets.token_bytes(32)
+    return ApprovalPageOptions(
+        host=host or "127.0.0.1",
+        port=int(port),
+        public_url=args.approvals_url,
+        secret_key=secret,
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    db = Database(resolve_database_url(), max_size=args.db_pool).open()
+    server = AmberServer(
+        db,
+        listen=args.listen,
+        settings=engine_settings(args),
+        approval_sink=_approval_sink(),
+        approval_page=_approval_page(args),
+    )
+    port = server.start()
+    host = args.listen.rsplit(":", 1)[0]
+    print(f"amber server listening on {host}:{port}", flush=True)
+    if server.approval_link_base:
+        print(f"approval page on {server.approval_link_base}", flush=True)
+    if args.port_file:
+        Path(args.port_file).write_text(str(port))
+    stop = threading.Event()
+    on_signals(stop)
+    stop.wait()
+    server.stop()
+    db.close()
+    return 0
+
+
+def worker_settings(args: argparse.Namespace) -> WorkerSettings:
+    if args.slots < 1 or args.slots > 256:
+        raise InvalidInput("--slots must be between 1 and 256")
+    settings = WorkerSettings(
+        queue=args.queue,
+        slots=args.slots,
+        poll_wait_s=args.poll_wait,
+        workflow_limits=SandboxLimits(
+            fuel=args.fuel,
+            memory_bytes=(args.memory_mb or 64) * 2**20,
+            deadline_s=args.workflow_deadline,
+        ),
+        activity_limits=SandboxLimits(
+            fuel=args.fuel,
+            memory_bytes=(args.memory_mb or 64) * 2**20,
+            deadline_s=args.activity_deadline,
+        ),
+    )
+    if args.worker_id:
+        settings = replace(settings, worker_id=args.worker_id, release_on_start=True)
+    return settings
+
+
+def work(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    surgical = args.pool == "surgical"
+    traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
+    configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
+    client = AmberClient(args.server)
+    client.wait_ready(timeout_s=args.connect_timeout)
+    artifacts = Path(args.artifacts) if args.artifacts else amber_home() / "artifacts"
+    settings = worker_settings(args)
+    if surgical:
+        from amber.surgical_pool import SurgicalWorker, surgical_settings
+
+        if args.memory_mb is None:
+            settings = surgical_settings(settings)
+        else:
+            settings = surgical_settings(settings, memory_bytes=args.memory_mb * 2**20)
+        pool = SurgicalWorker(client, settings, artifact_dir=artifacts)
+        worker, close = pool.worker, pool.close
+    else:
+        engine = SandboxEngine(artifacts)
+        worker, close = (
+            Worker(client, Sandbox(engine, SystemClock(), client.get_module), settings),
+            engine.close,
+        )
+    stop = threading.Event()
+    on_signals(stop)
+
+    def stop_worker() -> None:
+        stop.wait()
+        worker.stop()
+
+    threading.Thread(target=stop_worker, daemon=True).start()
+    where = f", traces in {traces}" if traces and not os.environ.get("AMBER_TRACE_FILE") else ""
+    print(
+        f"amber worker {worker.settings.worker_id} serving queue {args.queue}"
+        f" ({args.pool} pool{where})",
+        flush=True,
+    )
+    worker.run()
+    close()
+    client.close()
+    return 0
