@@ -22,10 +22,10 @@ from typing import Any
 
 import grpc
 
-# Loading a module that defines Amber errors registers its classes (see `AmberError`), so each
-# import below names one class of every such module the server can raise from; none of them
-# loads wasmtime or psycopg. `tests/runtime/test_error_registry.py` checks that the client
-# knows every error class of abi, history, versions and the runtime.
+# Loading a module that defines Amber errors registers its classes (see `AmberError`): between
+# them, these imports load every such module of abi, history, versions and runtime.model, and
+# none of them loads wasmtime or psycopg. `tests/runtime/test_error_registry.py` checks that a
+# client knows every error class defined there.
 from amber.abi import (
     AmberError,
     Conflict,
