@@ -53,7 +53,16 @@ from ._envelopes import (
     encode_activity_input,
     encode_workflow_input,
 )
-from ._errors import AmberError, Conflict, InvalidInput, NotFound, RetryableError
+from ._errors import (
+    AmberError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    RetryableError,
+    error_fields,
+    error_types,
+    rebuild_error,
+)
 from ._manifest import (
     ABI_VERSION,
     ACTIVITY_EXPORT_PREFIX,
@@ -136,10 +145,13 @@ __all__ = [
     "encode_activity_input",
     "encode_command",
     "encode_workflow_input",
+    "error_fields",
+    "error_types",
     "options_to_doc",
     "parse_activity_options",
     "parse_command",
     "parse_manifest",
     "parse_retry",
     "read_manifest",
+    "rebuild_error",
 ]

@@ -10,14 +10,16 @@ from . import _approval_mapping as approval_mapping
 from . import _mapping as mapping
 from ._mapping import tenant_of
 from ._options import GRPC_OPTIONS, OPERATOR_TOKEN_HEADER
-from ._status import ERROR_TYPE_KEY, error_from_rpc, status_of
+from ._status import ERROR_FIELDS_KEY, ERROR_TYPE_KEY, error_from_rpc, error_metadata, status_of
 
 __all__ = [
+    "ERROR_FIELDS_KEY",
     "ERROR_TYPE_KEY",
     "GRPC_OPTIONS",
     "OPERATOR_TOKEN_HEADER",
     "approval_mapping",
     "error_from_rpc",
+    "error_metadata",
     "mapping",
     "status_of",
     "tenant_of",

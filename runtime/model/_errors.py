@@ -44,3 +44,8 @@ class ApprovalClosed(Conflict):
 
 class RemoteError(AmberError):
     """A server error whose type this client does not know."""
+
+    def __init__(self, message: str, *, error_type: str = "") -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        """The name the server sent the error under ("" when it sent none)."""

@@ -1,4 +1,5 @@
-"""The servicer's error translation: Amber errors become gRPC statuses carrying their type."""
+"""The servicer's error translation: Amber errors become gRPC statuses carrying their type and
+fields."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 import grpc
 
 from amber.abi import AmberError
-from amber.runtime.api import ERROR_TYPE_KEY, status_of
+from amber.runtime.api import error_metadata, status_of
 
 _log = logging.getLogger("amber.runtime.server._servicer")
 
@@ -18,14 +19,14 @@ R = TypeVar("R")
 
 
 def rpc(method: Callable[..., R]) -> Callable[..., R]:
-    """Turn Amber errors into gRPC statuses carrying the error's type name."""
+    """Turn Amber errors into gRPC statuses carrying the error's type and fields."""
 
     @functools.wraps(method)
     def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> R:
         try:
             return method(self, request, context)
         except AmberError as exc:
-            context.set_trailing_metadata(((ERROR_TYPE_KEY, type(exc).__name__),))
+            context.set_trailing_metadata(error_metadata(exc))
             context.abort(status_of(exc), str(exc))
         except Exception:
             _log.exception("internal error in %s", method.__name__)
