@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""The channel options both ends of the gRPC connection use, and the metadata key an operator
+token travels under."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""A replay check's verdict on one run against a candidate version (compatible, or the first
+divergence), as migration, `versions check` and the API report it."""
 
 from __future__ import annotations
 

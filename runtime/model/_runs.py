@@ -1,4 +1,5 @@
-"""TODO docstring"""
+"""What applications say about runs and hear back: start and signal requests, a start's result,
+a run's description, and the limits on ids and operator notes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""TODO docstring"""
+"""Tasks as they travel between server and worker: a leased task, a claim with its history, a
+workflow's completion with its new commands, a failure report, a heartbeat's answer, and what
+an activation cost."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TODO docstring"""
+"""Operator triage commands on troubled runs (resume, retry, skip, terminate) and their outcome."""
 
 from __future__ import annotations
 
