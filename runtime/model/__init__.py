@@ -17,7 +17,7 @@ from ._approvals import (
     IssuedToken,
 )
 from ._bundle import MAX_BUNDLE_FAILURES, MAX_BUNDLE_REPRO_BYTES, Bundle
-from ._checks import MAX_CHECKED_RUNS, MAX_NAMED_RUNS, RunCheck, run_check_of
+from ._checks import RunCheck
 from ._clock import Clock, ManualClock, SystemClock, from_ms, from_ms_or_none, to_ms, to_ms_or_zero
 from ._errors import (
     ApprovalClosed,
@@ -49,8 +49,6 @@ from ._projection import Projection, RecordedCommand, project
 from ._runs import (
     DEFAULT_TENANT,
     MAX_HISTORY_PAGE,
-    MAX_ID_LENGTH,
-    MAX_REASON_LENGTH,
     RunDescription,
     SignalRequest,
     StartRequest,
@@ -65,23 +63,17 @@ from ._tasks import (
     HeartbeatAck,
     LeasedTask,
     NewCommand,
-    UpgradeReport,
     WorkflowCompletion,
     idempotency_key,
 )
-from ._triage import MAX_BULK_RUNS, TriageAction, TriageCommand, TriageOutcome
+from ._triage import TriageAction, TriageCommand, TriageOutcome
 
 __all__ = [
     "DEFAULT_TENANT",
-    "MAX_BULK_RUNS",
     "MAX_BUNDLE_FAILURES",
     "MAX_BUNDLE_REPRO_BYTES",
-    "MAX_CHECKED_RUNS",
     "MAX_HISTORY_PAGE",
-    "MAX_ID_LENGTH",
-    "MAX_NAMED_RUNS",
     "MAX_NEW_COMMANDS",
-    "MAX_REASON_LENGTH",
     "AbiViolation",
     "ActivationStats",
     "ApprovalClosed",
@@ -132,14 +124,12 @@ __all__ = [
     "TriageAction",
     "TriageCommand",
     "TriageOutcome",
-    "UpgradeReport",
     "WorkflowCompletion",
     "from_ms",
     "from_ms_or_none",
     "idempotency_key",
     "new_run_id",
     "project",
-    "run_check_of",
     "to_ms",
     "to_ms_or_zero",
 ]

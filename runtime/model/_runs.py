@@ -10,12 +10,6 @@ from amber.history import Discarded, FailureRecord, Run, Task, Timer
 DEFAULT_TENANT = "default"
 
 
-MAX_ID_LENGTH = 256
-
-
-MAX_REASON_LENGTH = 4096
-
-
 MAX_HISTORY_PAGE = 10_000
 """Events returned by one history read; page with `after_seq`."""
 

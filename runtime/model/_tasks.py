@@ -122,13 +122,3 @@ class ActivationStats:
     host_calls: int
     duration_s: float
     logs: tuple[tuple[int, str], ...] = ()
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class UpgradeReport:
-    """What a worker says about the automatic upgrade it was offered."""
-
-    migrate_to: str = ""
-    """It replayed the run on this version: move the run there."""
-    failed: dict[str, Any] | None = None
-    """It could not replay the run there, and why ({to, reason, message, ...})."""

@@ -7,9 +7,6 @@ from dataclasses import dataclass
 
 from ._runs import DEFAULT_TENANT
 
-MAX_BULK_RUNS = 1000
-"""Runs one bulk triage command may touch."""
-
 
 class TriageAction(enum.StrEnum):
     RESUME = "resume"

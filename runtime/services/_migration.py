@@ -46,16 +46,43 @@ from amber.history import (
     take_query_answers_txn,
 )
 from amber.runtime.model import (
-    MAX_CHECKED_RUNS,
-    MAX_NAMED_RUNS,
     Clock,
     RunCheck,
-    UpgradeReport,
-    run_check_of,
 )
 from amber.versions import Rollout, rollout_of_txn, version_for_type_txn
 
 from ._notify import Notifier
+
+MAX_CHECKED_RUNS = 10_000
+"""Open runs one check replays; a type with more is checked partly and not remembered."""
+
+
+MAX_NAMED_RUNS = 1_000
+"""Run ids one check or migration may name."""
+
+
+def _run_check(run: Run, doc: dict[str, Any]) -> RunCheck:
+    return RunCheck(
+        run_id=run.run_id,
+        status=run.status.value,
+        verdict=str(doc.get("verdict", "failed")),
+        position=doc.get("position"),
+        seq=doc.get("seq"),
+        recorded=str(doc.get("recorded", "")),
+        issued=str(doc.get("issued", "")),
+        detail=str(doc.get("detail", ""))[:2000],
+        checked_seq=int(doc.get("checked_seq", 0)),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpgradeReport:
+    """What a worker says about the automatic upgrade it was offered."""
+
+    migrate_to: str = ""
+    """It replayed the run on this version: move the run there."""
+    failed: dict[str, Any] | None = None
+    """It could not replay the run there, and why ({to, reason, message, ...})."""
 
 
 class MigrationService:
@@ -228,7 +255,7 @@ class MigrationService:
                     doc = msgpack.unpackb(answer.result, raw=False)
                 elif answer.error_type is not None:
                     doc["detail"] = f"{answer.error_type}: {answer.message}"
-                verdicts[run.run_id] = run_check_of(run, doc)
+                verdicts[run.run_id] = _run_check(run, doc)
             if pending and time.monotonic() >= deadline:
                 self._db.run(functools.partial(drop_read_tasks_txn, task_ids=list(pending)))
                 for run in pending.values():

@@ -44,8 +44,6 @@ from amber.history import (
 from amber.runtime.model import (
     DEFAULT_TENANT,
     MAX_HISTORY_PAGE,
-    MAX_ID_LENGTH,
-    MAX_REASON_LENGTH,
     Clock,
     EngineSettings,
     PayloadTooLarge,
@@ -62,6 +60,12 @@ from amber.versions import select_version_txn
 from ._lifecycle import Lifecycle, RunSpec, Wake
 from ._notify import Notifier, poke
 from ._reset import ResetRequest, Resetter
+
+MAX_ID_LENGTH = 256
+
+
+MAX_REASON_LENGTH = 4096
+
 
 _RUN_RECHECK_S = 5.0
 """A waiter re-reads its run this often even without a notification."""

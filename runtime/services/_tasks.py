@@ -71,7 +71,6 @@ from amber.runtime.model import (
     HeartbeatAck,
     NewCommand,
     PayloadTooLarge,
-    UpgradeReport,
     WorkflowCompletion,
     new_run_id,
 )
@@ -80,7 +79,7 @@ from amber.versions import OK, UnknownWorkflowType, rollout_of_txn
 from ._attempts import Attempts, FailedAttempt, timeout_kind
 from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
 from ._lifecycle import Lifecycle, RunSpec, Wake, closing_event, execution_deadline
-from ._migration import Counted, checked_answer, upgrade_txn
+from ._migration import Counted, UpgradeReport, checked_answer, upgrade_txn
 from ._notify import Notifier, poke
 from ._stats import HealthCounter
 

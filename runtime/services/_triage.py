@@ -57,11 +57,8 @@ from amber.history import (
 )
 from amber.runtime.model import (
     DEFAULT_TENANT,
-    MAX_BULK_RUNS,
     MAX_BUNDLE_FAILURES,
     MAX_BUNDLE_REPRO_BYTES,
-    MAX_ID_LENGTH,
-    MAX_REASON_LENGTH,
     Bundle,
     Clock,
     EngineSettings,
@@ -77,7 +74,10 @@ from amber.versions import VersionRegistry, version_for_type_txn
 from ._lifecycle import Lifecycle, Wake
 from ._migration import MigrationService
 from ._notify import Notifier
-from ._runs import find_run_txn
+from ._runs import MAX_ID_LENGTH, MAX_REASON_LENGTH, find_run_txn
+
+MAX_BULK_RUNS = 1000
+"""Runs one bulk triage command may touch."""
 
 
 def _within_budget(failures: Sequence[FailureRecord]) -> list[FailureRecord]:
