@@ -10,6 +10,7 @@ Flask) are confined to the places that own them. Tests are not held to these rul
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -239,3 +240,22 @@ def test_the_cli_starts_without_the_engine() -> None:
     loaded = _loaded_after("import amber.tools.cli")
     heavy = loaded & {"wasmtime", "flask", "psycopg", "psycopg_pool", "werkzeug"}
     assert not heavy, f"the CLI loads {sorted(heavy)} before it knows the verb"
+
+
+@pytest.mark.parametrize(
+    "package",
+    [
+        "amber.abi",
+        "amber.history",
+        "amber.versions",
+        "amber.runtime",
+        *(f"amber.runtime.{sub}" for sub in RUNTIME),
+        "amber.surgical_pool",
+    ],
+)
+def test_every_exported_name_resolves(package: str) -> None:
+    # history, versions and runtime load their names lazily from a table: a name the table
+    # points at the wrong module would only fail when first used.
+    module = importlib.import_module(package)
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
+    assert missing == []
