@@ -11,7 +11,8 @@ Rejected alternatives: the component model (wasmtime-py converts `list<u8>` one 
 one Python step per byte); one host-import call per replayed command (a Python round trip each);
 a manifest obtained by calling the guest at upload (runs untrusted code to validate it).
 
-This package also holds the root of Amber's error tree, being the bottom of the import graph.
+This package also holds what every package needs, being the bottom of the import graph: the root
+of Amber's error tree and the lazy re-exports of package `__init__`s.
 """
 
 from ._commands import (
@@ -63,6 +64,7 @@ from ._errors import (
     error_types,
     rebuild_error,
 )
+from ._lazy import lazy_exports
 from ._manifest import (
     ABI_VERSION,
     ACTIVITY_EXPORT_PREFIX,
@@ -147,6 +149,7 @@ __all__ = [
     "encode_workflow_input",
     "error_fields",
     "error_types",
+    "lazy_exports",
     "options_to_doc",
     "parse_activity_options",
     "parse_command",

@@ -15,9 +15,10 @@ shard); a separate "done" queue (a task moving between two queues can be lost in
 
 from __future__ import annotations
 
-import importlib
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from amber.abi import lazy_exports
 
 if TYPE_CHECKING:
     from ._approvals import (
@@ -489,17 +490,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 
 
 def migrate(db: Database) -> list[int]:

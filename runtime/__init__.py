@@ -31,8 +31,9 @@ would need database credentials and the server could not enforce leases).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from amber.abi import lazy_exports
 
 if TYPE_CHECKING:
     from .client import DEFAULT_TARGET, AmberClient, decode, encode
@@ -86,10 +87,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    sub = _LAZY.get(name)
-    if sub is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{sub}"), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

@@ -20,9 +20,10 @@ version without replaying their histories first (Temporal users' 1.5 h of non-de
 
 from __future__ import annotations
 
-import importlib
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from amber.abi import lazy_exports
 
 if TYPE_CHECKING:
     from amber.history import Database
@@ -134,17 +135,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)
 
 
 def migrate(db: Database) -> list[int]:
