@@ -15,6 +15,11 @@ This package also holds what every package needs, being the bottom of the import
 of Amber's error tree and the lazy re-exports of package `__init__`s.
 """
 
+from amber import _checkout
+
+_checkout.alias(__name__)
+
+
 from ._commands import (
     MAX_TIMER_MS,
     PARENT_CLOSE_POLICIES,

@@ -15,6 +15,11 @@ shard); a separate "done" queue (a task moving between two queues can be lost in
 
 from __future__ import annotations
 
+from amber import _checkout
+
+_checkout.alias(__name__)
+
+
 from importlib.resources import files
 from typing import TYPE_CHECKING
 

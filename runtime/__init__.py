@@ -31,6 +31,11 @@ would need database credentials and the server could not enforce leases).
 
 from __future__ import annotations
 
+from amber import _checkout
+
+_checkout.alias(__name__)
+
+
 from typing import TYPE_CHECKING
 
 from amber.abi import lazy_exports

@@ -13,6 +13,11 @@ pool sees is what the main pool ran; in-process isolation by threads — a guest
 its host process (or a host bug it triggers) would take the pool down.
 """
 
+from amber import _checkout
+
+_checkout.alias(__name__)
+
+
 from ._isolated import ChildStartFailed, IsolatedSandbox
 from ._replay import ReplayResult, SandboxFactory, failure_to_replay, replay_bundle
 from ._tracing import SurgicalTrace

@@ -113,7 +113,8 @@ def _resolved(module: str, name: str, line: int) -> Iterator[Import]:
     top = name.split(".")[0]
     if top in PACKAGES:
         yield Import(module, name, bare=True, line=line)
-    elif top == "amber" and name != "amber":
+    elif top == "amber" and name not in ("amber", "amber._checkout"):
+        # `amber` itself (its version and the bare-name aliases) sits below every package.
         yield Import(module, name.removeprefix("amber."), bare=False, line=line)
     elif top in {"wasmtime", "flask", "flask_wtf", "werkzeug", "psycopg", "psycopg_pool", "grpc"}:
         yield Import(module, name, bare=False, line=line)
@@ -259,3 +260,20 @@ def test_every_exported_name_resolves(package: str) -> None:
     module = importlib.import_module(package)
     missing = [name for name in module.__all__ if not hasattr(module, name)]
     assert missing == []
+
+
+def test_bare_names_from_a_checkout_are_the_amber_modules() -> None:
+    # Scripts written before the namespace say `from runtime import AmberClient`; from a checkout
+    # that must give the same module objects, or an `except RunClosed` would miss the one raised.
+    code = (
+        "import sys\n"
+        "from runtime import AmberClient, RunClosed\n"
+        "from runtime.model._errors import RunClosed as Private\n"
+        "import amber.runtime, runtime, history, amber.history, tools, amber.tools\n"
+        "assert runtime is amber.runtime and history is amber.history and tools is amber.tools\n"
+        "assert RunClosed is Private is amber.runtime.RunClosed\n"
+        "assert AmberClient.__module__ == 'amber.runtime.client._client'\n"
+        "bare = [m for m in sys.modules if m.split('.')[0] in {'runtime', 'history'}]\n"
+        "assert all(sys.modules[m] is sys.modules['amber.' + m] for m in bare), bare\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

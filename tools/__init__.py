@@ -7,3 +7,7 @@ which runs the C toolchain locally. Output is for humans by default and JSON wit
 Rejected: a CLI that reads the database directly (it would bypass validation and the audit
 path operators rely on).
 """
+
+from amber import _checkout
+
+_checkout.alias(__name__)

@@ -20,6 +20,11 @@ version without replaying their histories first (Temporal users' 1.5 h of non-de
 
 from __future__ import annotations
 
+from amber import _checkout
+
+_checkout.alias(__name__)
+
+
 from importlib.resources import files
 from typing import TYPE_CHECKING
 
