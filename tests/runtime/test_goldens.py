@@ -1,0 +1,259 @@
+"""Golden histories that together hold every event type, replayed on the modules that wrote them.
+
+Each golden is one real run's history, recorded through the in-process server by a scenario of
+`_golden_scenarios.py`, and stored as JSON in the format of the orders goldens of
+test_replay.py: {run_id, workflow_type, source, events: [{seq, type, digest, time_ms, payload}]},
+where a payload is the event's msgpack wire map with bytes as {"$bytes": base64}.
+
+The always-run tests check that the goldens cover `EventType`, that they load, and that every
+run replays on today's build of its source without non-determinism, ending as it was recorded
+when the workflow itself closed it. Samples build reproducibly, so a golden's digests are those
+of the `modules` fixture; a run that migrated replays each part on the version it ran on.
+
+Regenerate after an intentional, replay-breaking change of a sample or of what the engine writes
+with `AMBER_REGENERATE_GOLDENS=1 pytest tests/runtime/test_goldens.py`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import msgpack
+import pytest
+
+import amber.history
+from amber.abi import WorkflowStatus
+from amber.history import CLOSING_EVENTS, Event, EventType
+from amber.runtime.client._client import decode
+from amber.runtime.model._clock import from_ms, to_ms
+from amber.runtime.model._faults import NonDeterminism
+from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
+from tests.conftest import GUEST_SOURCES, ROOT
+
+from ._golden_scenarios import SCENARIOS, Kit
+
+GOLDENS = Path(__file__).parent / "goldens"
+NAMES = sorted(path.stem for path in GOLDENS.glob("*.json"))
+"""Every golden, the orders goldens of test_replay.py included."""
+RECORDED = sorted(name for scenario in SCENARIOS.values() for name in scenario.goldens)
+"""The goldens the scenarios record. (The orders goldens predate today's orders build, so
+test_replay.py replays them on today's digest instead of the one they name.)"""
+LIMITS = SandboxLimits(deadline_s=5.0)
+
+WORKFLOW_CLOSED = {
+    EventType.RUN_COMPLETED: WorkflowStatus.COMPLETED,
+    EventType.RUN_FAILED: WorkflowStatus.FAILED,
+    EventType.RUN_CANCELLED: WorkflowStatus.CANCELLED,
+    EventType.RUN_CONTINUED_AS_NEW: WorkflowStatus.CONTINUE_AS_NEW,
+}
+"""How the workflow's own last activation ends, by the closing event it led to."""
+HOST_FAILURES = frozenset({"amber.HistoryLimitExceeded"})
+"""RunFailed error types the engine writes without the workflow (none is in the goldens yet)."""
+
+
+# -- the payload form: known here and nowhere else ------------------------------------------------
+
+
+def wire_map(event: Event) -> dict[str, Any]:
+    """The event's payload as its msgpack wire map (bytes stay bytes)."""
+    doc: dict[str, Any] = msgpack.unpackb(amber.history.encode_payload(event.payload), raw=False)
+    return doc
+
+
+def load_golden(name: str) -> tuple[Event, ...]:
+    """The events of golden `name`, as `amber.history.Event`s."""
+    doc = _doc(name)
+    return tuple(
+        Event(
+            run_id=doc["run_id"],
+            seq=e["seq"],
+            type=EventType(e["type"]),
+            payload=_from_json(e["payload"]),
+            digest=e["digest"],
+            created_at=from_ms(e["time_ms"]),
+        )
+        for e in doc["events"]
+    )
+
+
+def _to_json(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"$bytes": base64.b64encode(value).decode()}
+    if isinstance(value, dict):
+        return {k: _to_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_json(v) for v in value]
+    return value
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"$bytes"}:
+            return base64.b64decode(value["$bytes"])
+        return {k: _from_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_json(v) for v in value]
+    return value
+
+
+def _doc(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((GOLDENS / f"{name}.json").read_text())
+    return doc
+
+
+# -- regeneration ---------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.environ.get("AMBER_REGENERATE_GOLDENS"), reason="regeneration only")
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_regenerate_scenario_goldens(
+    scenario: str, make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    kit = Kit(make_server=make_server, modules=modules, sandbox=sandbox)
+    recorded = SCENARIOS[scenario].record(kit)
+    assert tuple(run.name for run in recorded) == SCENARIOS[scenario].goldens
+    for run in recorded:
+        doc = {
+            "run_id": run.run_id,
+            "workflow_type": run.workflow_type,
+            "source": run.source,
+            "events": [
+                {
+                    "seq": e.seq,
+                    "type": e.type.value,
+                    "digest": e.digest,
+                    "time_ms": to_ms(e.created_at),
+                    "payload": _to_json(wire_map(e)),
+                }
+                for e in run.events
+            ],
+        }
+        (GOLDENS / f"{run.name}.json").write_text(json.dumps(doc, indent=1) + "\n")
+
+
+# -- always run -----------------------------------------------------------------------------------
+
+
+def test_the_goldens_together_hold_every_event_type() -> None:
+    held = {event.type for name in NAMES for event in load_golden(name)}
+    missing = sorted(t.value for t in set(EventType) - held)
+    assert not missing, f"no golden holds {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_golden_loads_as_the_history_it_recorded(name: str) -> None:
+    doc, events = _doc(name), load_golden(name)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert events[0].type is EventType.RUN_STARTED
+    assert wire_map(events[0])["workflow_type"] == doc["workflow_type"]
+    assert (ROOT / doc["source"]).is_file()
+    for event, stored in zip(events, doc["events"], strict=True):
+        assert event.run_id == doc["run_id"] and to_ms(event.created_at) == stored["time_ms"]
+        assert _to_json(wire_map(event)) == stored["payload"]  # nothing lost on the way in
+    closing = [e for e in events if e.type in CLOSING_EVENTS]
+    assert len(closing) <= 1, f"{name} closed {len(closing)} times"
+
+
+def _built(source: str, modules: dict[str, bytes]) -> set[str]:
+    """Digests of every module the fixture builds from `source`."""
+    return {
+        hashlib.sha256(modules[module]).hexdigest()
+        for module, (path, _) in GUEST_SOURCES.items()
+        if str(path.relative_to(ROOT)) == source
+    }
+
+
+def _parts(events: tuple[Event, ...]) -> list[tuple[str, tuple[Event, ...]]]:
+    """(digest, history so far) for each version the run ran on: the history up to each
+    migration on the version it left, and the whole open history on the last one."""
+    ends = [i for i, e in enumerate(events) if e.type in CLOSING_EVENTS]
+    open_history = events[: ends[0]] if ends else events
+    parts, digest = [], events[0].digest
+    for i, event in enumerate(open_history):
+        if event.type is EventType.RUN_MIGRATED:
+            parts.append((digest, open_history[:i]))
+            digest = wire_map(event)["to"]
+    parts.append((digest, open_history))
+    return parts
+
+
+def _activation(workflow_type: str, events: tuple[Event, ...], digest: str) -> WorkflowActivation:
+    return WorkflowActivation(
+        run_id=events[0].run_id,
+        workflow_type=workflow_type,
+        digest=digest,
+        input=wire_map(events[0])["input"],
+        events=events,
+        limits=LIMITS,
+    )
+
+
+def _replay(name: str, events: tuple[Event, ...], digest: str, sandbox: Sandbox) -> WorkflowStep:
+    activation = _activation(_doc(name)["workflow_type"], events, digest)
+    try:
+        return activate_workflow(sandbox, activation)
+    except NonDeterminism as fault:
+        pytest.fail(f"{name} up to event {events[-1].seq} on {digest[:12]}: {fault}")
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_a_golden_replays_on_the_versions_it_ran_on_and_ends_as_recorded(
+    name: str, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    source, events = _doc(name)["source"], load_golden(name)
+    built = _built(source, modules)
+    assert built, f"{name}: the modules fixture builds nothing from {source}"
+    steps = []
+    for digest, history in _parts(events):
+        assert digest in built, (
+            f"{name} ran on {digest[:12]}, which no build of {source} has today:"
+            " the source changed since it was recorded (regenerate) or its build is not"
+            " reproducible"
+        )
+        step = _replay(name, history, digest, sandbox)
+        assert step.expected_last_seq == history[-1].seq
+        steps.append((step, len(history)))
+    last, replayed = steps[-1]
+    _assert_ends_as_recorded(name, last, events[replayed] if replayed < len(events) else None)
+
+
+def _assert_ends_as_recorded(name: str, step: WorkflowStep, closing: Event | None) -> None:
+    if closing is None or closing.type not in WORKFLOW_CLOSED:
+        # Still open, or closed by the host (terminated, timed out, ...) while it waited.
+        assert step.status is WorkflowStatus.SUSPENDED, f"{name} ended {step.status.value}"
+        return
+    recorded = wire_map(closing)
+    if closing.type is EventType.RUN_FAILED and recorded["error_type"] in HOST_FAILURES:
+        assert step.status is WorkflowStatus.SUSPENDED, f"{name} ended {step.status.value}"
+        return
+    assert step.status is WORKFLOW_CLOSED[closing.type], f"{name} ended {step.status.value}"
+    assert step.new_commands == (), f"{name} issued commands history does not hold"
+    if closing.type is EventType.RUN_COMPLETED:
+        assert step.result is not None and decode(step.result) == decode(recorded["result"])
+    elif closing.type is EventType.RUN_CONTINUED_AS_NEW:
+        assert step.result is not None and decode(step.result) == decode(recorded["input"])
+    else:
+        assert step.error is not None
+        assert (step.error.type, step.error.message) == (
+            recorded["error_type"],
+            recorded["message"],
+        )
+
+
+def test_a_migrated_run_diverges_on_the_version_it_left(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    # What makes replaying part by part necessary: after the migration, the run took v2's patched
+    # branch, which v1's code does not issue.
+    events = load_golden("onboard_migrated")
+    (v1, _), (v2, after) = _parts(events)
+    assert (v1, v2) == tuple(hashlib.sha256(modules[f"rollout_v{v}"]).hexdigest() for v in (1, 2))
+    with pytest.raises(NonDeterminism) as caught:
+        activate_workflow(sandbox, _activation("onboard", after, v1))
+    assert "patched 'add-audit'" in caught.value.recorded
