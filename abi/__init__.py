@@ -20,6 +20,7 @@ from amber import _checkout
 _checkout.alias(__name__)
 
 
+from ._codec import NotMsgpack, pack, pack_with_bytes, unpack
 from ._commands import (
     MAX_TIMER_MS,
     PARENT_CLOSE_POLICIES,
@@ -129,6 +130,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "NotFound",
+    "NotMsgpack",
     "Patched",
     "RecordNow",
     "RecordRandom",
@@ -156,10 +158,13 @@ __all__ = [
     "error_types",
     "lazy_exports",
     "options_to_doc",
+    "pack",
+    "pack_with_bytes",
     "parse_activity_options",
     "parse_command",
     "parse_manifest",
     "parse_retry",
     "read_manifest",
     "rebuild_error",
+    "unpack",
 ]

@@ -6,25 +6,29 @@ output envelope into one of them or raises `MalformedEnvelope`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from ._errors import InvalidInput
 from ._manifest import NAME
 
 MAX_TIMER_MS = 100 * 365 * 24 * 3600 * 1000
+"""A century: longer timers are refused as malformed."""
 MAX_ID_LENGTH = 256
 """Workflow ids, signal names and patch change ids: the same bound the API applies."""
-"""A century: longer timers are refused as malformed."""
 
 
 class MalformedEnvelope(InvalidInput):
     """A guest produced bytes that are not a valid ABI v1 envelope."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryOptions:
-    """An activity's retry policy (`None` fields take the server's defaults)."""
+class RetryOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An activity's retry policy (`None` fields take the server's defaults).
+
+    The options are msgspec Structs, not dataclasses, because they travel inside event payloads
+    (`history.ActivityScheduled`), which encode only the fields that are set."""
 
     initial_ms: int | None = None
     coefficient: float | None = None
@@ -35,8 +39,7 @@ class RetryOptions:
     """Error types that are never retried."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ActivityOptions:
+class ActivityOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Timeouts (milliseconds; `None` = none) and retry policy of one scheduled activity."""
 
     start_to_close_ms: int | None = None
@@ -48,11 +51,14 @@ class ActivityOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ScheduleActivity:
-    """The workflow asks for an activity to run."""
+    """The workflow asks for an activity to run.
+
+    Equality is replay's notion of "the same command": name and arguments. Options are left out,
+    so a new version may change an activity's timeouts or retries without breaking replay."""
 
     name: str
     args: bytes
-    options: ActivityOptions = ActivityOptions()
+    options: ActivityOptions = field(default=ActivityOptions(), compare=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,13 +127,16 @@ PARENT_CLOSE_POLICIES = ("terminate", "cancel", "abandon")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartChild:
-    """Start a child workflow; its result becomes this command's result."""
+    """Start a child workflow; its result becomes this command's result.
+
+    Equality is replay's notion of "the same command": type, workflow id and input; the close
+    policy and the version asked for are left out (a new version may change them)."""
 
     workflow_type: str
     workflow_id: str
     input: bytes
-    parent_close_policy: str = "terminate"
-    version: str = ""
+    parent_close_policy: str = field(default="terminate", compare=False)
+    version: str = field(default="", compare=False)
 
 
 Command = (
@@ -364,40 +373,18 @@ def parse_command(index: int, value: Any) -> Command:
     return parser(value, f"command {index} ({value[0]})")
 
 
-def _options_doc(options: ActivityOptions) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        key: getattr(options, key)
-        for key in (
-            "start_to_close_ms",
-            "schedule_to_close_ms",
-            "schedule_to_start_ms",
-            "heartbeat_ms",
-        )
-        if getattr(options, key) is not None
-    }
-    retry = options.retry
-    retry_doc: dict[str, Any] = {
-        key: getattr(retry, key)
-        for key in ("initial_ms", "coefficient", "max_interval_ms", "max_attempts")
-        if getattr(retry, key) is not None
-    }
-    if retry.non_retryable:
-        retry_doc["non_retryable"] = list(retry.non_retryable)
-    if retry_doc:
-        doc["retry"] = retry_doc
-    return doc
-
-
 def options_to_doc(options: ActivityOptions) -> dict[str, Any]:
-    """Activity options in their ABI map form (what `parse_activity_options` reads back)."""
-    return _options_doc(options)
+    """Activity options in their ABI map form, unset fields left out (what
+    `parse_activity_options` reads back)."""
+    doc: dict[str, Any] = msgspec.msgpack.decode(msgspec.msgpack.encode(options))
+    return doc
 
 
 def encode_command(command: Command) -> list[Any]:
     """A command in its ABI array form (what `parse_command` reads back)."""
     match command:
         case ScheduleActivity(name=name, args=args, options=options):
-            doc = _options_doc(options)
+            doc = options_to_doc(options)
             return ["activity", name, args, doc] if doc else ["activity", name, args]
         case RecordNow(value=value):
             return ["now", value]

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-
+from ._codec import NotMsgpack, pack, unpack
 from ._commands import Command, MalformedEnvelope, parse_command
 from ._manifest import ABI_VERSION
 
@@ -112,8 +111,7 @@ def encode_workflow_input(
         doc["cancel"] = [cancel.seq, cancel.reason]
     if query is not None:
         doc["query"] = query
-    packed: bytes = msgpack.packb(doc, use_bin_type=True)
-    return packed
+    return pack(doc)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,19 +141,16 @@ def encode_activity_input(request: ActivityInput) -> bytes:
     }
     if request.heartbeat_details is not None:
         doc["heartbeat_details"] = request.heartbeat_details
-    packed: bytes = msgpack.packb(doc, use_bin_type=True)
-    return packed
+    return pack(doc)
 
 
 def _unpack(raw: bytes) -> dict[str, Any]:
     if len(raw) > MAX_ENVELOPE_BYTES:
         raise MalformedEnvelope(f"envelope is {len(raw)} bytes; the cap is {MAX_ENVELOPE_BYTES}")
     try:
-        doc = msgpack.unpackb(raw, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError) as exc:
-        raise MalformedEnvelope(f"envelope is not valid msgpack: {exc or repr(exc)}") from exc
-    except Exception as exc:  # msgpack raises a few odd types on hostile input
-        raise MalformedEnvelope(f"envelope is not valid msgpack: {exc!r}") from exc
+        doc = unpack(raw, what="envelope")
+    except NotMsgpack as exc:
+        raise MalformedEnvelope(f"envelope is not valid msgpack: {exc.detail}") from None
     if not isinstance(doc, dict):
         raise MalformedEnvelope(f"envelope must be a map, got {type(doc).__name__}")
     return doc

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import msgpack
+from amber.abi import pack, unpack
 
 if TYPE_CHECKING:
     from ._database import Cursor
@@ -157,7 +157,7 @@ def record_audit_txn(cur: Cursor, entry: AuditEntry) -> None:
         action=entry.action,
         target=entry.target,
         reason=entry.reason[:_MAX_REASON],
-        detail=msgpack.packb(entry.detail, use_bin_type=True),
+        detail=pack(entry.detail),
     )
     digest = record.chain_hash(prev_hash)
     cur.execute(
@@ -400,5 +400,5 @@ def _entry(row: tuple[Any, ...]) -> AuditEntry:
         action=action,
         target=target,
         reason=reason,
-        detail=msgpack.unpackb(bytes(detail), raw=False),
+        detail=unpack(bytes(detail), what="an audit record's detail"),
     )

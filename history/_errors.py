@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amber.abi import Conflict, NotFound, RetryableError
+from amber.abi import AmberError, Conflict, NotFound, RetryableError
 
 
 class StoreUnavailable(RetryableError):
@@ -51,3 +51,8 @@ class LeaseLost(Conflict):
         super().__init__(f"task {task_id} is not leased under fencing token {fencing}")
         self.task_id = task_id
         self.fencing = fencing
+
+
+class MalformedPayload(AmberError):
+    """A stored (or exported) event payload does not fit its type's payload class: the store or
+    the bundle was changed outside Amber. Nothing is retried; the event is left as it is."""

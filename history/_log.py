@@ -8,7 +8,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ._errors import RunNotFound, VersionConflict
-from ._events import Event, EventType, NewEvent, decode_payload, encode_payload
+from ._event_types import EventType
+from ._events import Event, NewEvent
+from ._payloads import encode_payload
 
 if TYPE_CHECKING:
     from ._database import Cursor
@@ -112,7 +114,7 @@ def read_events_txn(
             run_id=run_id,
             seq=int(seq),
             type=EventType(type_),
-            payload=decode_payload(bytes(payload)),
+            raw=bytes(payload),
             digest=str(digest),
             created_at=created_at,
         )

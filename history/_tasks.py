@@ -86,6 +86,13 @@ class Task:
     crashed_attempts: int = 0
     """Attempts that ended in a crash: they do not count against `max_attempts`."""
 
+    @property
+    def activity_cmd(self) -> int:
+        """The command that scheduled this activity task (only activity tasks have one)."""
+        if self.cmd is None:
+            raise ValueError(f"task {self.task_id} ({self.kind.value}) is not an activity task")
+        return self.cmd
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Crash:

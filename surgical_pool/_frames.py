@@ -20,8 +20,7 @@ import struct
 import time
 from typing import IO, Any
 
-import msgpack
-
+from amber.abi import NotMsgpack, pack, unpack
 from amber.runtime.model import (
     AbiViolation,
     DeadlineExceeded,
@@ -73,7 +72,7 @@ class FrameError(Exception):
 
 
 def encode_frame(frame: Frame) -> bytes:
-    body: bytes = msgpack.packb(frame, use_bin_type=True)
+    body = pack(frame)
     if len(body) > MAX_FRAME_BYTES:
         raise FrameError(f"frame of {len(body)} bytes exceeds the cap of {MAX_FRAME_BYTES}")
     return _HEADER.pack(len(body)) + body
@@ -81,9 +80,9 @@ def encode_frame(frame: Frame) -> bytes:
 
 def decode_body(body: bytes) -> Frame:
     try:
-        frame = msgpack.unpackb(body, raw=False, strict_map_key=True)
-    except Exception as exc:  # msgpack raises many types for bad input; all mean the same here
-        raise FrameError(f"not msgpack: {type(exc).__name__}") from None
+        frame = unpack(body, what="frame")
+    except NotMsgpack as exc:
+        raise FrameError(str(exc)) from None
     if not isinstance(frame, dict) or not all(isinstance(k, str) for k in frame):
         raise FrameError("not a map with string keys")
     if not isinstance(frame.get("t"), str):

@@ -82,7 +82,7 @@ class SurgicalTrace:
                 "amber.event.digest": event.digest,
                 "amber.replay_digest": digest,
             }
-            cmd = event.payload.get("cmd")
+            cmd = getattr(event.payload, "cmd", None)  # the events of a command carry its index
             if isinstance(cmd, int):
                 attributes["amber.event.cmd"] = cmd
             span = self._tracer.start_span(

@@ -58,6 +58,8 @@ CONFINED: dict[str, tuple[tuple[str, ...], str]] = {
     # The bench measures PostgreSQL's raw commit rate itself, beside the engine.
     "psycopg": (("history", "tools._bench"), "SQL and its errors stay in history/"),
     "psycopg_pool": (("history", "tools._bench"), "SQL and its errors stay in history/"),
+    "msgspec": (("abi", "history"), "event payloads are encoded and decoded in one place"),
+    "msgpack": (("abi._codec",), "msgpack has one codec (abi.pack/unpack), one set of options"),
     "grpc": (
         ("runtime.api", "runtime.client", "runtime.server", "tools"),
         "gRPC is the api's, the client's and the server's",
@@ -116,7 +118,7 @@ def _resolved(module: str, name: str, line: int) -> Iterator[Import]:
     elif top == "amber" and name not in ("amber", "amber._checkout"):
         # `amber` itself (its version and the bare-name aliases) sits below every package.
         yield Import(module, name.removeprefix("amber."), bare=False, line=line)
-    elif top in {"wasmtime", "flask", "flask_wtf", "werkzeug", "psycopg", "psycopg_pool", "grpc"}:
+    elif top in CONFINED:
         yield Import(module, name, bare=False, line=line)
 
 

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from amber.abi import AmberError
-from amber.history import Database, EventType, Run, RunStatus, store_footprint_txn
+from amber.history import (
+    ActivityCompleted,
+    Database,
+    Run,
+    RunStatus,
+    store_footprint_txn,
+)
 from amber.runtime.client import AmberClient, decode
 
 _POLL_S: Final = 0.05
@@ -149,9 +155,10 @@ def _audit(
         )
         completions: Counter[int] = Counter()
         for event in client.history(run_id):
-            if event.type is EventType.ACTIVITY_COMPLETED:
-                completions[event.payload["cmd"]] += 1
-                rerun += event.payload.get("attempt", 1) > 1
+            completed = event.payload
+            if isinstance(completed, ActivityCompleted):
+                completions[completed.cmd] += 1
+                rerun += completed.attempt > 1
         missing += max(0, k - len(completions))
         twice += sum(c - 1 for c in completions.values())
     if missing or twice:

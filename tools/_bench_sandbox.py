@@ -36,7 +36,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any, Final
 
-import msgpack
 import wasmtime
 
 from amber.abi import (
@@ -51,9 +50,9 @@ from amber.abi import (
     WorkflowStatus,
     decode_activity_output,
     encode_activity_input,
-    options_to_doc,
+    pack,
 )
-from amber.history import Event, EventType
+from amber.history import ActivityCompleted, ActivityScheduled, Event, Payload, RunStarted
 from amber.runtime.client import decode
 from amber.runtime.model import SystemClock, idempotency_key, to_ms
 from amber.runtime.replay import (
@@ -209,7 +208,7 @@ def _warmup(repetitions: int) -> int:
 
 def _attempt(chain: _Chain, cmd: int, value: int) -> ActivityAttempt:
     """An `add_one({"value": value})` attempt as the worker builds it from a leased task."""
-    args: bytes = msgpack.packb({"value": value}, use_bin_type=True)
+    args = pack({"value": value})
     key = idempotency_key(_RUN_ID, cmd)
     limits = chain.activity_limits
     return ActivityAttempt(
@@ -352,11 +351,10 @@ def _equivalent_activation(
 # -- a workflow activation replaying 20 completed steps ---------------------------------------
 
 
-def _event(seq: int, kind: EventType, payload: dict[str, Any], digest: str) -> Event:
-    return Event(
+def _event(seq: int, payload: Payload, digest: str) -> Event:
+    return Event.of(
         run_id=_RUN_ID,
         seq=seq,
-        type=kind,
         payload=payload,
         digest=digest,
         created_at=_EPOCH + timedelta(milliseconds=seq),
@@ -369,7 +367,7 @@ def _chain_activation(chain: _Chain, events: tuple[Event, ...]) -> WorkflowActiv
         run_id=_RUN_ID,
         workflow_type="chain",
         digest=chain.digest,
-        input=msgpack.packb({"k": REPLAY_STEPS, "value": _START_VALUE}, use_bin_type=True),
+        input=pack({"k": REPLAY_STEPS, "value": _START_VALUE}),
         events=events,
         limits=chain.workflow_limits,
     )
@@ -382,13 +380,13 @@ def _chain_history(chain: _Chain) -> tuple[Event, ...]:
     server appends for it (`ActivityScheduled`, then `ActivityCompleted` with the result of
     running that activity in the sandbox).
     """
-    started = {
-        "workflow_type": "chain",
-        "workflow_id": _RUN_ID,
-        "tenant": "",
-        "input": _chain_activation(chain, ()).input,
-    }
-    events = [_event(1, EventType.RUN_STARTED, started, chain.digest)]
+    started = RunStarted(
+        workflow_type="chain",
+        workflow_id=_RUN_ID,
+        tenant="",
+        input=_chain_activation(chain, ()).input,
+    )
+    events = [_event(1, started, chain.digest)]
     for _ in range(REPLAY_STEPS):
         step = activate_workflow(chain.sandbox, _chain_activation(chain, tuple(events)))
         if step.status is not WorkflowStatus.SUSPENDED or len(step.new_commands) != 1:
@@ -400,18 +398,16 @@ def _chain_history(chain: _Chain) -> tuple[Event, ...]:
         if not isinstance(command, ScheduleActivity) or command.name != _ACTIVITY:
             raise WrongOutcome(f"the chain issued {command!r}, not add_one")
         cmd = step.first_new_cmd
-        options = options_to_doc(command.options)
-        scheduled = {"cmd": cmd, "name": command.name, "args": command.args, "options": options}
-        events.append(
-            _event(len(events) + 1, EventType.ACTIVITY_SCHEDULED, scheduled, chain.digest)
+        scheduled = ActivityScheduled(
+            cmd=cmd, name=command.name, args=command.args, options=command.options
         )
+        events.append(_event(len(events) + 1, scheduled, chain.digest))
         value = decode(command.args)["value"]
         report = run_activity(chain.sandbox, _attempt(chain, cmd, value))
         _check_added_one(report.outcome, value)
-        completed = {"cmd": cmd, "result": report.outcome.result, "attempt": 1}
-        events.append(
-            _event(len(events) + 1, EventType.ACTIVITY_COMPLETED, completed, chain.digest)
-        )
+        assert report.outcome.result is not None
+        completed = ActivityCompleted(cmd=cmd, result=report.outcome.result, attempt=1)
+        events.append(_event(len(events) + 1, completed, chain.digest))
     return tuple(events)
 
 

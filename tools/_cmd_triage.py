@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import msgpack
-
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, pack
 from amber.history import amber_home
 from amber.runtime.client import AmberClient
 from amber.runtime.model import Bundle, TriageOutcome
@@ -233,7 +231,7 @@ def skip(client: AmberClient, args: argparse.Namespace) -> int:
         value = json.loads(args.result)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"--result is not JSON: {exc}") from None
-    result = msgpack.packb(value, use_bin_type=True)
+    result = pack(value)
     return _command(client, args, "skip", step=args.step, result=result)
 
 

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-import msgpack
-
+from amber.abi import NotMsgpack, unpack
 from amber.history import Event, Run
 from amber.runtime.model import RunCheck, RunDescription
 from amber.versions import ModuleVersion
@@ -36,8 +35,8 @@ def payload(raw: bytes | None) -> Any:
     if raw is None:
         return None
     try:
-        return jsonable(msgpack.unpackb(raw, raw=False))
-    except Exception:
+        return jsonable(unpack(raw))
+    except NotMsgpack:
         return jsonable(raw)
 
 
@@ -68,7 +67,8 @@ def run_json(run: Run) -> dict[str, Any]:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    body = {k: payload(v) if k in _PAYLOAD_KEYS else jsonable(v) for k, v in event.payload.items()}
+    doc = event.payload.to_doc()
+    body = {k: payload(v) if k in _PAYLOAD_KEYS else jsonable(v) for k, v in doc.items()}
     return {
         "seq": event.seq,
         "type": event.type.value,

@@ -56,7 +56,6 @@ if TYPE_CHECKING:
     )
     from ._rollout import (
         Rollout,
-        Selection,
         TypeRollout,
         TypeStatus,
         VersionStatus,
@@ -81,7 +80,6 @@ _LAZY: dict[str, str] = {
     "ModuleVersion": "_registry",
     "OK": "_health",
     "Rollout": "_rollout",
-    "Selection": "_rollout",
     "TypeRollout": "_rollout",
     "TypeStatus": "_rollout",
     "UnknownWorkflowType": "_errors",
@@ -117,7 +115,6 @@ __all__ = [
     "ModuleTooLarge",
     "ModuleVersion",
     "Rollout",
-    "Selection",
     "TypeRollout",
     "TypeStatus",
     "UnknownWorkflowType",

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from amber.abi import InvalidInput
 from amber.history import (
     AuditEntry,
+    VersionChoice,
     VersionUse,
     record_audit_txn,
     version_use_txn,
@@ -28,24 +29,6 @@ from ._registry import get_version_txn, version_for_type_txn
 
 if TYPE_CHECKING:
     from amber.history import Cursor, Database
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Selection:
-    """The version a new run starts on, and why (recorded in its first event)."""
-
-    digest: str
-    via: str
-    """current, candidate or requested."""
-    bucket: int | None = None
-    ramp: int | None = None
-
-    def to_event(self) -> dict[str, Any]:
-        doc: dict[str, Any] = {"digest": self.digest, "via": self.via}
-        if self.bucket is not None:
-            doc["bucket"] = self.bucket
-            doc["ramp"] = self.ramp
-        return doc
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,20 +76,20 @@ def rollout_of_txn(cur: Cursor, workflow_type: str) -> TypeRollout:
 
 def select_version_txn(
     cur: Cursor, workflow_type: str, workflow_id: str, requested: str | None
-) -> Selection:
+) -> VersionChoice:
     """The version a new run of `workflow_type` starts on: `requested` (a digest, prefix or
     label), else the candidate for the ids its ramp covers, else the current version."""
     if requested:
         version = version_for_type_txn(cur, requested, workflow_type, lock=True)
-        return Selection(digest=version.digest, via="requested")
+        return VersionChoice(digest=version.digest, via="requested")
     rollout = _rollout_txn(cur, workflow_type)
     if rollout.candidate is None or rollout.ramp_percent == 0:
-        selection = Selection(digest=rollout.current, via="current")
+        selection = VersionChoice(digest=rollout.current, via="current")
     else:
         bucket = bucket_of(workflow_type, workflow_id)
         chosen = rollout.candidate if bucket < rollout.ramp_percent else rollout.current
         via = "candidate" if chosen == rollout.candidate else "current"
-        selection = Selection(digest=chosen, via=via, bucket=bucket, ramp=rollout.ramp_percent)
+        selection = VersionChoice(digest=chosen, via=via, bucket=bucket, ramp=rollout.ramp_percent)
     version_for_type_txn(cur, selection.digest, workflow_type, lock=True)  # orders vs retire
     return selection
 

@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-import msgpack
-
 from amber.abi import (
     ActivityOutcome,
     ActivityStatus,
     ErrorInfo,
     InvalidInput,
+    NotMsgpack,
     WorkflowStatus,
     encode_command,
+    pack,
     parse_command,
     parse_manifest,
+    unpack,
 )
 from amber.history import (
     AuditEntry,
@@ -34,8 +35,6 @@ from amber.history import (
     TimerKind,
     Troubled,
     VersionUse,
-    decode_payload,
-    encode_payload,
 )
 from amber.runtime.model import (
     DEFAULT_TENANT,
@@ -132,7 +131,7 @@ def event_to_pb(event: Event) -> pb.Event:
     return pb.Event(
         seq=event.seq,
         type=event.type.value,
-        payload=encode_payload(event.payload),
+        payload=event.raw,  # passed through as stored: the server never decodes it
         digest=event.digest,
         time_ms=to_ms_or_zero(event.created_at),
     )
@@ -143,7 +142,7 @@ def event_from_pb(run_id: str, msg: pb.Event) -> Event:
         run_id=run_id,
         seq=msg.seq,
         type=EventType(msg.type),
-        payload=decode_payload(msg.payload),
+        raw=msg.payload,
         digest=msg.digest,
         created_at=from_ms(msg.time_ms),
     )
@@ -458,16 +457,14 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
 
 
 def command_to_pb(new: NewCommand) -> pb.Command:
-    return pb.Command(
-        cmd=new.cmd, body=msgpack.packb(encode_command(new.command), use_bin_type=True)
-    )
+    return pb.Command(cmd=new.cmd, body=pack(encode_command(new.command)))
 
 
 def command_from_pb(msg: pb.Command) -> NewCommand:
     try:
-        doc = msgpack.unpackb(msg.body, raw=False)
-    except Exception as exc:
-        raise InvalidInput(f"command {msg.cmd} is not msgpack: {exc!r}") from None
+        doc = unpack(msg.body, what=f"command {msg.cmd}")
+    except NotMsgpack as exc:
+        raise InvalidInput(str(exc)) from None
     return NewCommand(cmd=msg.cmd, command=parse_command(msg.cmd, doc))
 
 
@@ -480,9 +477,7 @@ def workflow_completion_to_pb(done: WorkflowCompletion) -> pb.WorkflowCompletion
         error=error_to_pb(done.error),
         reactivate=done.reactivate,
         migrate_to=done.migrate_to,
-        upgrade_failed=b""
-        if done.upgrade_failed is None
-        else msgpack.packb(done.upgrade_failed, use_bin_type=True),
+        upgrade_failed=b"" if done.upgrade_failed is None else pack(done.upgrade_failed),
     )
 
 
@@ -511,9 +506,9 @@ def _upgrade_failed(raw: bytes) -> dict[str, Any] | None:
     if not raw:
         return None
     try:
-        detail = msgpack.unpackb(raw, raw=False)
-    except Exception as exc:
-        raise InvalidInput(f"upgrade_failed is not msgpack: {exc}") from None
+        detail = unpack(raw, what="upgrade_failed")
+    except NotMsgpack as exc:
+        raise InvalidInput(str(exc)) from None
     if not isinstance(detail, dict) or not isinstance(detail.get("to"), str):
         raise InvalidInput("upgrade_failed must be a map naming the version it tried ('to')")
     return detail
@@ -664,7 +659,7 @@ def audit_to_pb(e: AuditEntry) -> pb.AuditRecord:
         action=e.action,
         target=e.target,
         reason=e.reason,
-        detail=msgpack.packb(e.detail, use_bin_type=True),
+        detail=pack(e.detail),
         hash=e.hash,
     )
 
@@ -677,7 +672,7 @@ def audit_from_pb(r: pb.AuditRecord) -> AuditEntry:
         action=r.action,
         target=r.target,
         reason=r.reason,
-        detail=msgpack.unpackb(r.detail, raw=False),
+        detail=unpack(r.detail, what="an audit record's detail"),
         hash=r.hash,
     )
 

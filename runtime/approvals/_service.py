@@ -63,10 +63,8 @@ from amber.runtime.model import (
     ApprovalClosed,
     ApprovalDetail,
     ApprovalView,
-    Clock,
     DecisionOutcome,
     DecisionRequest,
-    EngineSettings,
     InvalidToken,
     IssuedToken,
 )
@@ -112,17 +110,16 @@ class ApprovalService:
     def __init__(
         self,
         db: Database,
-        clock: Clock,
-        settings: EngineSettings,
+        life: Lifecycle,
         notifier: Notifier | None,
         *,
         sink: ApprovalSink | None = None,
         link_base: Callable[[], str] | None = None,
     ) -> None:
         self._db = db
-        self._clock = clock
+        self._clock = life.clock
         self._notifier = notifier
-        self._life = Lifecycle(clock, settings)
+        self._life = life
         self.sink = sink
         self._link_base = link_base
 

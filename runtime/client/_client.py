@@ -6,9 +6,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
-import msgpack
 
-from amber.abi import ActivityOutcome, ErrorInfo
+from amber.abi import ActivityOutcome, ErrorInfo, pack, unpack
 from amber.history import Approval, AuditEntry, AuditVerification, Event, Run, Troubled
 from amber.runtime.api import GRPC_OPTIONS, OPERATOR_TOKEN_HEADER, error_from_rpc
 from amber.runtime.api import amber_pb2 as pb
@@ -38,13 +37,12 @@ DEFAULT_TARGET = "127.0.0.1:7233"
 
 def encode(value: Any) -> bytes:
     """A Python value as a msgpack payload (what workflows and activities receive)."""
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
-    return packed
+    return pack(value)
 
 
 def decode(payload: bytes | None) -> Any:
     """A msgpack payload as a Python value."""
-    return None if payload is None else msgpack.unpackb(payload, raw=False)
+    return None if payload is None else unpack(payload)
 
 
 class AmberClient:

@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import msgpack
-
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, NotMsgpack, pack, unpack
 from amber.history import (
     Event,
     EventType,
@@ -28,8 +26,6 @@ from amber.history import (
     Run,
     RunStatus,
     Suspension,
-    decode_payload,
-    encode_payload,
 )
 
 from ._clock import from_ms, to_ms
@@ -79,20 +75,19 @@ class Bundle:
                 "suspended_fingerprint": run.suspension.fingerprint if run.suspension else None,
             },
             "events": [
-                [e.seq, e.type.value, encode_payload(e.payload), e.digest, to_ms(e.created_at)]
-                for e in self.events
+                [e.seq, e.type.value, e.raw, e.digest, to_ms(e.created_at)] for e in self.events
             ],
             "modules": self.modules,
             "failures": [_failure_doc(f) for f in self.failures],
         }
-        return bytes(msgpack.packb(doc, use_bin_type=True))
+        return pack(doc)
 
     @staticmethod
     def decode(data: bytes) -> Bundle:
         """Read a bundle; raises `InvalidInput` for anything else, or a tampered module."""
         try:
-            doc: dict[str, Any] = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.UnpackException) as exc:
+            doc: dict[str, Any] = unpack(data, what="the bundle", any_keys=True)
+        except NotMsgpack as exc:
             raise InvalidInput(f"not a triage bundle: {exc}") from None
         if not isinstance(doc, dict) or doc.get("format") != BUNDLE_FORMAT:
             raise InvalidInput("not a triage bundle (no amber-triage-bundle header)")
@@ -142,7 +137,7 @@ def _decode(doc: dict[str, Any]) -> Bundle:
             run_id=run.run_id,
             seq=int(seq),
             type=EventType(kind),
-            payload=decode_payload(bytes(payload)),
+            raw=bytes(payload),
             digest=str(digest),
             created_at=from_ms(int(ms)),
         )

@@ -10,11 +10,28 @@ on the history alone, so live activations and replays see the same thing.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from amber.abi import CancelRequest, ErrorInfo, RecordedResult
-from amber.history import Event, EventType
+from amber.abi import CancelRequest, Command, ErrorInfo, RecordedResult
+from amber.history import (
+    ActivityCancelled,
+    ActivityCompleted,
+    ActivityFailed,
+    ActivityTimedOut,
+    ApprovalResolved,
+    CancelRequested,
+    ChildCompleted,
+    ChildFailed,
+    CommandPayload,
+    Event,
+    MarkerRecorded,
+    Payload,
+    SignalAwaited,
+    SignalReceived,
+    TimerCancelled,
+    TimerFired,
+)
 
 from ._errors import CorruptHistory
 
@@ -23,17 +40,11 @@ _NIL = None
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordedCommand:
-    """A command as history recorded it."""
+    """A command as history recorded it: the typed command replay compares the guest's to."""
 
     cmd: int
     seq: int
-    kind: str
-    name: str = ""
-    """Activity name, signal name, child workflow type, or approval action."""
-    args: bytes = b""
-    """Activity arguments or child input."""
-    value: object = None
-    """`now`/`random` value, timer duration, cancelled timer's command, or child workflow id."""
+    command: Command
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,124 +86,50 @@ class _Builder:
             self.ok(cmd, max(wait_seq, signal_seq), payload)
 
 
-def _scheduled(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.commands.append(
-        RecordedCommand(cmd=p["cmd"], seq=e.seq, kind="activity", name=p["name"], args=p["args"])
-    )
-
-
-def _marker(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.commands.append(RecordedCommand(cmd=p["cmd"], seq=e.seq, kind=p["kind"], value=p["value"]))
-    b.ok(p["cmd"], e.seq, p["value"])
-
-
-def _timer_started(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.commands.append(
-        RecordedCommand(cmd=p["cmd"], seq=e.seq, kind="timer", value=p["duration_ms"])
-    )
-
-
-def _timer_cancelled(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.commands.append(
-        RecordedCommand(cmd=p["cmd"], seq=e.seq, kind="cancel_timer", value=p["timer"])
-    )
-    b.ok(p["cmd"], e.seq, _NIL)
-    if p.get("cancelled"):
-        b.error(p["timer"], e.seq, "TimerCancelled", "the workflow cancelled this timer")
-
-
-def _signal_awaited(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.commands.append(RecordedCommand(cmd=p["cmd"], seq=e.seq, kind="signal", name=p["name"]))
-    b.waits[p["name"]].append((p["cmd"], e.seq))
-    b.match_signals(p["name"])
-
-
-def _signal_received(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.signals[p["name"]].append((e.seq, p["payload"]))
-    b.match_signals(p["name"])
-
-
-def _child_started(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.commands.append(
-        RecordedCommand(
-            cmd=p["cmd"],
-            seq=e.seq,
-            kind="child",
-            name=p["workflow_type"],
-            args=p["input"],
-            value=p["workflow_id"],
-        )
-    )
-
-
-def _approval_requested(b: _Builder, e: Event) -> None:
-    p = e.payload
-    policy = (tuple(p["approvers"]), tuple(p["roles"]), p["required"], p["expires_ms"])
-    b.commands.append(
-        RecordedCommand(cmd=p["cmd"], seq=e.seq, kind="approval", name=p["action"], value=policy)
-    )
-
-
-def _cancel_requested(b: _Builder, e: Event) -> None:
-    if b.cancel is None:
-        b.cancel = CancelRequest(seq=e.seq, reason=e.payload.get("reason") or "")
-
-
-def _ok_result(key: str) -> Callable[[_Builder, Event], None]:
-    def handler(b: _Builder, e: Event) -> None:
-        b.ok(e.payload["cmd"], e.seq, e.payload[key] if key else _NIL)
-
-    return handler
-
-
-def _error_result(kind: str | None = None) -> Callable[[_Builder, Event], None]:
-    def handler(b: _Builder, e: Event) -> None:
-        p = e.payload
-        b.error(p["cmd"], e.seq, kind or p["error_type"], p.get("message") or "")
-
-    return handler
-
-
-def _timed_out(b: _Builder, e: Event) -> None:
-    p = e.payload
-    b.error(p["cmd"], e.seq, f"amber.timeout.{p['timeout']}", f"attempt {p['attempt']} timed out")
-
-
-_HANDLERS: dict[EventType, Callable[[_Builder, Event], None]] = {
-    EventType.ACTIVITY_SCHEDULED: _scheduled,
-    EventType.MARKER_RECORDED: _marker,
-    EventType.ACTIVITY_COMPLETED: _ok_result("result"),
-    EventType.ACTIVITY_FAILED: _error_result(),
-    EventType.ACTIVITY_CANCELLED: _error_result("Cancelled"),
-    EventType.ACTIVITY_TIMED_OUT: _timed_out,
-    EventType.TIMER_STARTED: _timer_started,
-    EventType.TIMER_FIRED: _ok_result(""),
-    EventType.TIMER_CANCELLED: _timer_cancelled,
-    EventType.SIGNAL_AWAITED: _signal_awaited,
-    EventType.SIGNAL_RECEIVED: _signal_received,
-    EventType.CHILD_STARTED: _child_started,
-    EventType.CHILD_COMPLETED: _ok_result("result"),
-    EventType.CHILD_FAILED: _error_result(),
-    EventType.CANCEL_REQUESTED: _cancel_requested,
-    EventType.APPROVAL_REQUESTED: _approval_requested,
-    EventType.APPROVAL_RESOLVED: _ok_result("result"),
-}
+def _deliver(b: _Builder, seq: int, payload: Payload) -> None:
+    """What an event means to the workflow beyond the command it may record; run lifecycle
+    events and operators' records mean nothing to it."""
+    match payload:
+        case MarkerRecorded(cmd=cmd, value=value):
+            b.ok(cmd, seq, value)
+        case ActivityCompleted(cmd=cmd, result=result) | ChildCompleted(cmd=cmd, result=result):
+            b.ok(cmd, seq, result)
+        case ApprovalResolved(cmd=cmd, result=result):
+            b.ok(cmd, seq, result)
+        case TimerFired(cmd=cmd):
+            b.ok(cmd, seq, _NIL)
+        case ActivityFailed(cmd=cmd, error_type=kind, message=message):
+            b.error(cmd, seq, kind, message)
+        case ChildFailed(cmd=cmd, error_type=kind, message=message):
+            b.error(cmd, seq, kind, message)
+        case ActivityCancelled(cmd=cmd, message=message):
+            b.error(cmd, seq, "Cancelled", message)
+        case ActivityTimedOut(cmd=cmd, timeout=timeout, attempt=attempt):
+            b.error(cmd, seq, f"amber.timeout.{timeout}", f"attempt {attempt} timed out")
+        case TimerCancelled(cmd=cmd, timer=timer, cancelled=cancelled):
+            b.ok(cmd, seq, _NIL)
+            if cancelled:
+                b.error(timer, seq, "TimerCancelled", "the workflow cancelled this timer")
+        case SignalAwaited(cmd=cmd, name=name):
+            b.waits[name].append((cmd, seq))
+            b.match_signals(name)
+        case SignalReceived(name=name, payload=data):
+            b.signals[name].append((seq, data))
+            b.match_signals(name)
+        case CancelRequested(reason=reason) if b.cancel is None:
+            b.cancel = CancelRequest(seq=seq, reason=reason)
 
 
 def project(events: Sequence[Event]) -> Projection:
     """Split a history into recorded commands (by index) and results (in delivery order)."""
     b = _Builder()
     for event in events:
-        handler = _HANDLERS.get(event.type)
-        if handler is not None:
-            handler(b, event)
+        payload = event.payload
+        if isinstance(payload, CommandPayload):
+            b.commands.append(
+                RecordedCommand(cmd=payload.cmd, seq=event.seq, command=payload.command())
+            )
+        _deliver(b, event.seq, payload)
     b.commands.sort(key=lambda c: c.cmd)
     for index, command in enumerate(b.commands):
         if command.cmd != index:

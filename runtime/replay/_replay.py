@@ -41,7 +41,6 @@ from amber.runtime.model import (
     MalformedOutput,
     NonDeterminism,
     Projection,
-    RecordedCommand,
     project,
 )
 from amber.runtime.sandbox import (
@@ -86,28 +85,6 @@ def _fingerprint(data: bytes) -> str:
     return f"{len(data)} B sha256:{hashlib.sha256(data).hexdigest()[:12]}"
 
 
-def _describe_recorded(command: RecordedCommand) -> str:
-    if command.kind == "activity":
-        return f"activity {command.name!r} (args {_fingerprint(command.args)})"
-    if command.kind == "signal":
-        return f"signal {command.name!r}"
-    if command.kind == "child":
-        return f"child {command.name!r} id {command.value!r} (input {_fingerprint(command.args)})"
-    if command.kind == "random" and isinstance(command.value, bytes):
-        return f"random ({len(command.value)} bytes)"
-    if command.kind == "approval" and isinstance(command.value, tuple):
-        approvers, roles, required, expires_ms = command.value
-        recorded = RequestApproval(
-            action=command.name,
-            approvers=approvers,
-            roles=roles,
-            required=required,
-            expires_ms=expires_ms,
-        )
-        return f"approval {command.name[:80]!r} ({_policy(recorded)})"
-    return f"{command.kind} {command.value!r}"
-
-
 def _describe_issued(command: Command | None) -> str:
     match command:
         case None:
@@ -136,32 +113,6 @@ def _describe_issued(command: Command | None) -> str:
 def _policy(approval: RequestApproval) -> str:
     who = ", ".join([*approval.approvers, *(f"role {r}" for r in approval.roles)])
     return f"{approval.required} of {who}; expires in {approval.expires_ms} ms"
-
-
-def _matches(recorded: RecordedCommand, issued: Command) -> bool:
-    if recorded.kind != command_kind(issued):
-        return False
-    match issued:
-        case ScheduleActivity(name=name, args=args):
-            return recorded.name == name and recorded.args == args
-        case AwaitSignal(name=name):
-            return recorded.name == name
-        case StartChild(workflow_type=kind, workflow_id=wid, input=data):
-            return recorded.name == kind and recorded.value == wid and recorded.args == data
-        case StartTimer(duration_ms=ms):
-            return recorded.value == ms
-        case CancelTimer(timer_cmd=target):
-            return recorded.value == target
-        case Patched(change_id=change_id):
-            return recorded.value == change_id
-        case RequestApproval() as approval:
-            policy = (approval.approvers, approval.roles, approval.required, approval.expires_ms)
-            return recorded.name == approval.action and recorded.value == policy
-        case RecordNow(value=value) | RecordRandom(value=value):
-            # A replayed now/random must hand back exactly the recorded value: a guest that
-            # reads the clock or draws randomness afresh while replaying diverges here.
-            return recorded.value == value
-    raise AssertionError(issued)
 
 
 def _host_values(
@@ -246,13 +197,15 @@ def check_determinism(
     """Raise `NonDeterminism` at the first position where the guest and history disagree."""
     recorded = projection.commands
     for position, command in enumerate(outcome.commands[: len(recorded)]):
-        if not _matches(recorded[position], command):
+        # Commands compare as replay means it (abi: options and close policies are left out);
+        # a replayed now/random must hand back exactly the recorded value.
+        if recorded[position].command != command:
             raise NonDeterminism(
                 run_id=activation.run_id,
                 digest=activation.digest,
                 position=position,
                 seq=recorded[position].seq,
-                recorded=_describe_recorded(recorded[position]),
+                recorded=_describe_issued(recorded[position].command),
                 issued=_describe_issued(command),
             )
     if len(outcome.commands) < len(recorded):
@@ -262,7 +215,7 @@ def check_determinism(
             digest=activation.digest,
             position=position,
             seq=recorded[position].seq,
-            recorded=_describe_recorded(recorded[position]),
+            recorded=_describe_issued(recorded[position].command),
             issued=_describe_issued(None),
         )
 

@@ -31,7 +31,6 @@ import queue
 import re
 import socket
 import ssl
-import struct
 import sys
 import threading
 import time
@@ -40,9 +39,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import msgpack
-
-from amber.abi import Manifest, ManifestError
+from amber.abi import Manifest, ManifestError, NotMsgpack, pack, pack_with_bytes, unpack
 from amber.runtime.model import AbiViolation, DeadlineExceeded
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -322,11 +319,9 @@ def _decode(request: bytes) -> _Request:
             f"http_request envelope is {len(request)} bytes; the cap is {MAX_REQUEST_BYTES}"
         )
     try:
-        doc = msgpack.unpackb(request, raw=False, strict_map_key=True)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:  # incl. ExtraData, bad UTF-8
-        raise AbiViolation(
-            f"http_request envelope is not valid msgpack: {_describe(exc)[:200]}"
-        ) from None
+        doc = unpack(request, what="http_request envelope")
+    except NotMsgpack as exc:
+        raise AbiViolation(f"http_request envelope is not valid msgpack: {exc.detail}") from None
     if not isinstance(doc, dict):
         raise AbiViolation("http_request envelope must be a msgpack map")
     if unknown := sorted(set(doc) - _REQUEST_KEYS):
@@ -545,32 +540,11 @@ def _read_response(response: http.client.HTTPResponse) -> bytes:
     for name, value in response.getheaders():  # repeated fields are joined, as RFC 9110 allows
         key = name.lower()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    # Packed by hand so the body is copied once (msgpack's packer would double its buffer).
-    packer = msgpack.Packer()
-    head = b"".join(
-        (
-            packer.pack_map_header(3),
-            packer.pack("status"),
-            packer.pack(response.status),
-            packer.pack("headers"),
-            packer.pack(headers),
-            packer.pack("body"),
-            _bin_header(len(body)),
-        )
-    )
-    return b"".join((head, body))
-
-
-def _bin_header(length: int) -> bytes:
-    if length < 2**8:
-        return struct.pack(">BB", 0xC4, length)
-    if length < 2**16:
-        return struct.pack(">BH", 0xC5, length)
-    return struct.pack(">BI", 0xC6, length)
+    return pack_with_bytes({"status": response.status, "headers": headers}, "body", body)
 
 
 def _error(kind: HttpErrorType, message: str) -> bytes:
-    return bytes(msgpack.packb({"error": [kind.value, message]}))
+    return pack({"error": [kind.value, message]})
 
 
 def perform(

@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import msgpack
-
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, NotMsgpack, pack, unpack
 from amber.runtime.model import from_ms, to_ms
 
 from ._host import ActivationKind
@@ -50,7 +48,7 @@ class Repro:
 
     def encode(self) -> bytes:
         limits = self.limits
-        packed: bytes = msgpack.packb(
+        return pack(
             {
                 "v": REPRO_VERSION,
                 "kind": self.kind.value,
@@ -70,16 +68,14 @@ class Repro:
                 "input": self.input,
                 "last_seq": self.last_seq,
                 "idempotency_key": self.idempotency_key,
-            },
-            use_bin_type=True,
+            }
         )
-        return packed
 
     @staticmethod
     def decode(data: bytes) -> Repro:
         """Parse a stored repro; raises `InvalidInput` for anything that is not one."""
         try:
-            doc: dict[str, Any] = msgpack.unpackb(data, raw=False)
+            doc: dict[str, Any] = unpack(data, what="the repro")
             if not isinstance(doc, dict):
                 raise InvalidInput("not a repro (not a map)")
             if doc.get("v") != REPRO_VERSION:
@@ -104,7 +100,7 @@ class Repro:
                 last_seq=doc.get("last_seq"),
                 idempotency_key=str(doc.get("idempotency_key") or ""),
             )
-        except (ValueError, TypeError, KeyError, msgpack.UnpackException) as exc:
+        except (ValueError, TypeError, KeyError, NotMsgpack) as exc:
             raise InvalidInput(f"not a repro: {exc}") from None
 
 

@@ -25,6 +25,7 @@ from amber.runtime.sandbox import check_capabilities
 from amber.runtime.services import (
     AuditService,
     HealthCounter,
+    Lifecycle,
     MigrationService,
     Notifier,
     RunService,
@@ -111,25 +112,20 @@ class AmberServer:
         self.clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
         self.notifier = Notifier(db)
-        self.runs = RunService(db, self.clock, self.settings, self.notifier)
+        life = Lifecycle(self.clock, self.settings)
+        self.runs = RunService(db, life, self.notifier)
         self.health = HealthCounter()
-        self.tasks = TaskService(db, self.clock, self.settings, self.notifier, self.health)
-        self.timers = TimerService(db, self.clock, self.settings, self.notifier)
+        self.tasks = TaskService(db, life, self.notifier, self.health)
+        self.timers = TimerService(db, life, self.notifier)
         self.registry = versions.VersionRegistry(db, manifest_checks=(check_capabilities,))
         self.rollout = versions.Rollout(db)
         self.migration = MigrationService(db, self.clock, self.notifier, self.rollout)
         self.triage = TriageService(
-            db,
-            self.clock,
-            self.settings,
-            self.notifier,
-            migration=self.migration,
-            registry=self.registry,
+            db, life, self.notifier, migration=self.migration, registry=self.registry
         )
         self.approvals = ApprovalService(
             db,
-            self.clock,
-            self.settings,
+            life,
             self.notifier,
             sink=approval_sink,
             link_base=lambda: self.approval_link_base,

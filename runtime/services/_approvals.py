@@ -11,22 +11,23 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import msgpack
-
-from amber.abi import RequestApproval
+from amber.abi import RequestApproval, pack
 from amber.history import (
     Approval,
+    ApprovalRequested,
+    ApprovalResolved,
     AuditEntry,
     Cursor,
     Decision,
-    EventType,
+    DecisionRecord,
     NewEvent,
     Run,
     Timer,
     TimerKind,
     approval_of_step_txn,
+    approval_result,
     close_approval_txn,
     decisions_txn,
     delete_timer_txn,
@@ -47,27 +48,29 @@ def approval_timer_id(cmd: int) -> str:
 
 def policy_version(approvers: tuple[str, ...], roles: tuple[str, ...], required: int) -> str:
     """What a token is bound to: a change of the policy is a different version."""
-    packed = msgpack.packb([sorted(approvers), sorted(roles), required], use_bin_type=True)
+    packed = pack([sorted(approvers), sorted(roles), required])
     return hashlib.sha256(packed).hexdigest()[:32]
 
 
-def restore_approval_txn(cur: Cursor, run: Run, payload: dict[str, Any], now: datetime) -> None:
+def restore_approval_txn(
+    cur: Cursor, run: Run, requested: ApprovalRequested, now: datetime
+) -> None:
     """A reset copied an unresolved `ApprovalRequested` into `run`: the approval is requested
     again for it (new id, new tokens), expiring when the original would have."""
-    approvers, roles = tuple(payload["approvers"]), tuple(payload["roles"])
-    expires_at = from_ms(payload["expires_at_ms"])
+    approvers, roles, required = requested.approvers, requested.roles, requested.required
+    expires_at = from_ms(requested.expires_at_ms)
     insert_approval_txn(
         cur,
         Approval(
             approval_id=new_run_id(),
             tenant=run.tenant,
             run_id=run.run_id,
-            cmd=payload["cmd"],
-            action=payload["action"],
+            cmd=requested.cmd,
+            action=requested.action,
             approvers=approvers,
             roles=roles,
-            required=payload["required"],
-            policy_version=policy_version(approvers, roles, payload["required"]),
+            required=required,
+            policy_version=policy_version(approvers, roles, required),
             status="pending",
             created_at=now,
             expires_at=expires_at,
@@ -77,9 +80,9 @@ def restore_approval_txn(cur: Cursor, run: Run, payload: dict[str, Any], now: da
         cur,
         Timer(
             run_id=run.run_id,
-            timer_id=approval_timer_id(payload["cmd"]),
+            timer_id=approval_timer_id(requested.cmd),
             kind=TimerKind.APPROVAL,
-            cmd=payload["cmd"],
+            cmd=requested.cmd,
             fire_at=expires_at,
         ),
     )
@@ -116,17 +119,17 @@ def request_approval_txn(
             fire_at=expires_at,
         ),
     )
-    payload = {
-        "cmd": cmd,
-        "approval_id": approval.approval_id,
-        "action": command.action,
-        "approvers": list(command.approvers),
-        "roles": list(command.roles),
-        "required": command.required,
-        "expires_ms": command.expires_ms,
-        "expires_at_ms": to_ms(expires_at),
-    }
-    return NewEvent(type=EventType.APPROVAL_REQUESTED, payload=payload, digest=digest)
+    requested = ApprovalRequested(
+        cmd=cmd,
+        approval_id=approval.approval_id,
+        action=command.action,
+        approvers=command.approvers,
+        roles=command.roles,
+        required=command.required,
+        expires_ms=command.expires_ms,
+        expires_at_ms=to_ms(expires_at),
+    )
+    return NewEvent(requested, digest)
 
 
 def resolve_approval_txn(
@@ -143,23 +146,20 @@ def resolve_approval_txn(
         return []
     revoke_tokens_txn(cur, approval.approval_id, now)
     delete_timer_txn(cur, run.run_id, approval_timer_id(approval.cmd))
-    docs = [
-        {"approver": d.approver, "approve": d.approve, "comment": d.comment,
-         "at_ms": to_ms(d.decided_at)}
+    records = tuple(
+        DecisionRecord(
+            approver=d.approver, approve=d.approve, comment=d.comment, at_ms=to_ms(d.decided_at)
+        )
         for d in decisions
-    ]  # fmt: skip
-    result = msgpack.packb({"outcome": outcome, "decisions": docs}, use_bin_type=True)
-    event = NewEvent(
-        type=EventType.APPROVAL_RESOLVED,
-        payload={
-            "cmd": approval.cmd,
-            "approval_id": approval.approval_id,
-            "outcome": outcome,
-            "decisions": docs,
-            "result": result,
-        },
-        digest=run.digest,
     )
+    resolved = ApprovalResolved(
+        cmd=approval.cmd,
+        approval_id=approval.approval_id,
+        outcome=outcome,  # type: ignore[arg-type]  # checked by the callers: a closed set
+        decisions=records,
+        result=approval_result(outcome, records),
+    )
+    event = NewEvent(resolved, run.digest)
     if run.status.closed:
         return []
     return life.deliver_txn(cur, run, event)

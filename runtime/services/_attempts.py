@@ -11,17 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-import msgpack
-
-from amber.abi import ErrorInfo, parse_activity_options
+from amber.abi import ErrorInfo, parse_activity_options, unpack
 from amber.history import (
     TASKS_CHANNEL,
+    ActivityCancelled,
+    ActivityFailed,
+    ActivityTimedOut,
     Cursor,
-    EventType,
     FailureRecord,
     NewEvent,
+    Payload,
     Requeue,
     Run,
+    RunSuspended,
     Suspension,
     Task,
     TaskKind,
@@ -115,13 +117,13 @@ class Attempts:
             f" poisoned: {task.poison_reason or ''}"
         )
         if suspend_run_txn(cur, run.run_id, Suspension(since=now, reason=reason, fingerprint=mark)):
-            payload = {
-                "reason": reason,
-                "fingerprint": mark,
-                "task_kind": task.kind.value,
-                "step": task.cmd if task.kind is TaskKind.ACTIVITY else None,
-            }
-            event = NewEvent(type=EventType.RUN_SUSPENDED, payload=payload, digest=run.digest)
+            suspended = RunSuspended(
+                reason=reason,
+                fingerprint=mark,
+                task_kind=task.kind.value,
+                step=task.cmd if task.kind is TaskKind.ACTIVITY else None,
+            )
+            event = NewEvent(suspended, run.digest)
             append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
 
     def _activity_failed_txn(self, cur: Cursor, attempt: FailedAttempt) -> list[Wake]:
@@ -139,21 +141,20 @@ class Attempts:
                 requeue_task_txn(cur, task, _keeping_poison(task, visible, failure.reason))
                 return [(TASKS_CHANNEL, run.queue)]
         delete_task_txn(cur, task.task_id)
+        ended: Payload
         if attempt.timeout is not None:
-            payload = {"cmd": task.cmd, "timeout": attempt.timeout, "attempt": task.attempt}
-            kind = EventType.ACTIVITY_TIMED_OUT
+            ended = ActivityTimedOut(
+                cmd=task.activity_cmd, timeout=attempt.timeout, attempt=task.attempt
+            )
         else:
             final = error or ErrorInfo(type=f"amber.{failure.reason}", message=failure.message)
-            payload = {
-                "cmd": task.cmd,
-                "error_type": final.type,
-                "message": final.message,
-                "attempt": task.attempt,
-            }
-            kind = EventType.ACTIVITY_FAILED
-        return self._life.deliver_txn(
-            cur, run, NewEvent(type=kind, payload=payload, digest=task.digest)
-        )
+            ended = ActivityFailed(
+                cmd=task.activity_cmd,
+                error_type=final.type,
+                message=final.message,
+                attempt=task.attempt,
+            )
+        return self._life.deliver_txn(cur, run, NewEvent(ended, task.digest))
 
     def _cancelled_on_failure_txn(self, cur: Cursor, attempt: FailedAttempt) -> list[Wake]:
         """An activity that fails once its run asked to cancel is not retried: it ends
@@ -161,12 +162,11 @@ class Attempts:
         task, failure = attempt.task, attempt.failure
         cause = attempt.error or ErrorInfo(type=f"amber.{failure.reason}", message=failure.message)
         delete_task_txn(cur, task.task_id)
-        payload = {
-            "cmd": task.cmd,
-            "message": f"cancelled: attempt {task.attempt} failed after cancellation was"
-            f" requested ({cause.type}: {cause.message})",
-        }
-        event = NewEvent(type=EventType.ACTIVITY_CANCELLED, payload=payload, digest=task.digest)
+        message = (
+            f"cancelled: attempt {task.attempt} failed after cancellation was"
+            f" requested ({cause.type}: {cause.message})"
+        )
+        event = NewEvent(ActivityCancelled(cmd=task.activity_cmd, message=message), task.digest)
         return self._life.deliver_txn(cur, attempt.run, event)
 
     # -- timeouts ------------------------------------------------------------------------------
@@ -195,8 +195,8 @@ class Attempts:
             reason=f"timeout_{kind}", message=f"{kind.replace('_', '-')} timeout passed"
         )
         record_failure_txn(cur, self._record(task, failure, None, None))
-        payload = {"cmd": task.cmd, "timeout": kind, "attempt": task.attempt}
-        event = NewEvent(type=EventType.ACTIVITY_TIMED_OUT, payload=payload, digest=task.digest)
+        timed_out = ActivityTimedOut(cmd=task.activity_cmd, timeout=kind, attempt=task.attempt)
+        event = NewEvent(timed_out, task.digest)
         delete_task_txn(cur, task.task_id)
         return self._life.deliver_txn(cur, run, event)
 
@@ -229,7 +229,8 @@ class Attempts:
     def _retry_policy(self, task: Task) -> RetryPolicy:
         if task.options is None:
             return self._settings.activity_retry
-        options = parse_activity_options(msgpack.unpackb(task.options, raw=False), "options")
+        stored = unpack(task.options, what="the task's options")
+        options = parse_activity_options(stored, "options")
         return self._settings.activity_retry.overlay(options.retry)
 
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
-
-import msgpack
 
 from amber.abi import (
     ActivityOptions,
@@ -26,27 +23,46 @@ from amber.abi import (
     ScheduleActivity,
     StartChild,
     StartTimer,
-    command_kind,
     options_to_doc,
+    pack,
 )
 from amber.history import (
     EXECUTION_TIMER_ID,
     RUNS_CHANNEL,
     TASKS_CHANNEL,
+    ActivityCancelled,
+    ActivityScheduled,
     Appended,
+    CancelRequested,
+    ChildCompleted,
+    ChildFailed,
+    ChildStarted,
     Cursor,
     Event,
-    EventType,
+    HistoryWarning,
+    Lineage,
+    MarkerRecorded,
     NewEvent,
     NewRun,
     NewTask,
+    ParentLink,
+    Payload,
     Run,
+    RunCancelled,
     RunClosing,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
     RunStatus,
+    RunTerminated,
+    RunTimedOut,
+    SignalAwaited,
     Task,
     TaskKind,
     Timer,
+    TimerCancelled,
     TimerKind,
+    TimerStarted,
     WorkflowIdInUse,
     append_events_txn,
     cancel_run_approvals_txn,
@@ -102,22 +118,24 @@ class RunSpec:
     timeout covers the whole chain, as in Temporal, so a replacement never extends it."""
     inherit_from: str | None = None
     """The run this one replaces: its received signal ids are refused here too."""
-    started: dict[str, Any] = field(default_factory=dict)
+    lineage: Lineage = field(default_factory=Lineage)
+    """Where the run came from (version choice, parent, continued or reset from)."""
     """Extra RunStarted payload keys (continued_from, reset_from, parent)."""
     prefix: Sequence[NewEvent] = ()
     """For a reset: the events to copy after RunStarted instead of starting afresh."""
 
 
-def execution_deadline(started: Event) -> datetime | None:
+def execution_deadline(event: Event) -> datetime | None:
     """The execution deadline a run's RunStarted event records (None: no timeout).
 
     Runs recorded before deadlines were written down carry only the timeout; their deadline is
     counted from when they started.
     """
-    if "execution_deadline_ms" in started.payload:
-        return from_ms(started.payload["execution_deadline_ms"])
-    timeout = started.payload.get("execution_timeout_ms")
-    return started.created_at + timedelta(milliseconds=timeout) if timeout else None
+    started = event.payload_as(RunStarted)
+    if started.execution_deadline_ms is not None:
+        return from_ms(started.execution_deadline_ms)
+    timeout = started.execution_timeout_ms
+    return event.created_at + timedelta(milliseconds=timeout) if timeout else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,30 +148,24 @@ class CommandEffects:
     wakes: list[Wake]
 
 
-def _closing_event(closing: RunClosing, digest: str, extra: dict[str, Any]) -> NewEvent:
+def closing_event(closing: RunClosing, digest: str, *, closed: Payload | None = None) -> NewEvent:
+    """The event that records how a run closed: `closed` where the caller has more to say than
+    the closing itself (who terminated it, the next run of a continue-as-new)."""
+    if closed is not None:
+        return NewEvent(closed, digest)
     match closing.status:
         case RunStatus.COMPLETED:
-            return NewEvent(
-                type=EventType.RUN_COMPLETED, payload={"result": closing.result}, digest=digest
-            )
+            assert closing.result is not None
+            return NewEvent(RunCompleted(result=closing.result), digest)
         case RunStatus.FAILED:
-            payload = {"error_type": closing.error_type, "message": closing.error_message}
-            return NewEvent(type=EventType.RUN_FAILED, payload=payload, digest=digest)
+            failed = RunFailed(error_type=closing.error_type, message=closing.error_message)
+            return NewEvent(failed, digest)
         case RunStatus.CANCELLED:
-            payload = {"error_type": closing.error_type, "message": closing.error_message}
-            return NewEvent(type=EventType.RUN_CANCELLED, payload=payload, digest=digest)
-        case RunStatus.TERMINATED:
-            return NewEvent(type=EventType.RUN_TERMINATED, payload=extra, digest=digest)
+            cancelled = RunCancelled(error_type=closing.error_type, message=closing.error_message)
+            return NewEvent(cancelled, digest)
         case RunStatus.TIMED_OUT:
-            return NewEvent(type=EventType.RUN_TIMED_OUT, payload=extra, digest=digest)
-        case RunStatus.CONTINUED_AS_NEW:
-            return NewEvent(type=EventType.RUN_CONTINUED_AS_NEW, payload=extra, digest=digest)
-    raise AssertionError(closing.status)
-
-
-def closing_event(closing: RunClosing, digest: str, **extra: Any) -> NewEvent:
-    """The event that records how a run closed."""
-    return _closing_event(closing, digest, extra)
+            return NewEvent(RunTimedOut(), digest)
+    raise AssertionError(f"a {closing.status} run closes with an event the caller gives")
 
 
 _CHILD_ERRORS = {
@@ -179,7 +191,10 @@ class ActivityRequest:
 
 
 class Lifecycle:
-    """Transaction steps that create, feed and close runs."""
+    """Transaction steps that create, feed and close runs.
+
+    The server builds one and hands it to every service: it holds the clock and the settings
+    they all share."""
 
     def __init__(self, clock: Clock, settings: EngineSettings) -> None:
         self._clock = clock
@@ -217,17 +232,20 @@ class Lifecycle:
         deadline = spec.execution_deadline
         if deadline is None and spec.execution_timeout_ms:
             deadline = now + timedelta(milliseconds=spec.execution_timeout_ms)
+        lineage = spec.lineage
         started = NewEvent(
-            type=EventType.RUN_STARTED,
-            payload={
-                "workflow_type": spec.workflow_type,
-                "workflow_id": spec.workflow_id,
-                "tenant": spec.tenant,
-                "input": spec.input,
-                **spec.started,
-                **({"execution_deadline_ms": to_ms(deadline)} if deadline else {}),
-            },
-            digest=spec.digest,
+            RunStarted(
+                workflow_type=spec.workflow_type,
+                workflow_id=spec.workflow_id,
+                tenant=spec.tenant,
+                input=spec.input,
+                version=lineage.version,
+                parent=lineage.parent,
+                continued_from=lineage.continued_from,
+                reset_from=lineage.reset_from,
+                execution_deadline_ms=to_ms(deadline) if deadline else None,
+            ),
+            spec.digest,
         )
         append_events_txn(cur, spec.run_id, [started, *spec.prefix], expected_last_seq=0, now=now)
         if deadline is not None:
@@ -272,6 +290,10 @@ class Lifecycle:
     def clock(self) -> Clock:
         return self._clock
 
+    @property
+    def settings(self) -> EngineSettings:
+        return self._settings
+
     def deliver_txn(self, cur: Cursor, run: Run, event: NewEvent) -> list[Wake]:
         """Append a fact the workflow may be waiting for, and activate it."""
         size = append_events_txn(
@@ -296,27 +318,27 @@ class Lifecycle:
         now = self._clock.now()
         cmd, command = new.cmd, new.command
 
-        def event(event_type: EventType, **payload: Any) -> None:
-            new_event = NewEvent(type=event_type, payload={"cmd": cmd, **payload}, digest=digest)
-            effects.events.append(new_event)
+        def event(payload: Payload) -> None:
+            effects.events.append(NewEvent(payload, digest))
 
         match command:
             case ScheduleActivity(name=name, args=args, options=options):
-                event(
-                    EventType.ACTIVITY_SCHEDULED,
-                    name=name,
-                    args=args,
-                    options=options_to_doc(options),
-                )
+                event(ActivityScheduled(cmd=cmd, name=name, args=args, options=options))
                 activity = ActivityRequest(cmd=cmd, name=name, args=args, options=options)
                 effects.wakes.extend(self.schedule_activity_txn(cur, run, digest, activity))
                 return False
-            case RecordNow(value=value) | RecordRandom(value=value):
-                event(EventType.MARKER_RECORDED, kind=command_kind(command), value=value)
+            case RecordNow(value=value):
+                event(MarkerRecorded(cmd=cmd, kind="now", value=value))
+                return False
+            case RecordRandom(value=value):
+                event(MarkerRecorded(cmd=cmd, kind="random", value=value))
+                return False
+            case Patched(change_id=change_id):
+                event(MarkerRecorded(cmd=cmd, kind="patched", value=change_id))
                 return False
             case StartTimer(duration_ms=ms):
                 fire_at = now + timedelta(milliseconds=ms)
-                event(EventType.TIMER_STARTED, duration_ms=ms, fire_at_ms=to_ms(fire_at))
+                event(TimerStarted(cmd=cmd, duration_ms=ms, fire_at_ms=to_ms(fire_at)))
                 insert_timer_txn(
                     cur,
                     Timer(
@@ -330,13 +352,10 @@ class Lifecycle:
                 return False
             case CancelTimer(timer_cmd=target):
                 cancelled = delete_timer_txn(cur, run.run_id, workflow_timer_id(target))
-                event(EventType.TIMER_CANCELLED, timer=target, cancelled=cancelled)
+                event(TimerCancelled(cmd=cmd, timer=target, cancelled=cancelled))
                 return cancelled
             case AwaitSignal(name=name):
-                event(EventType.SIGNAL_AWAITED, name=name)
-                return False
-            case Patched(change_id=change_id):
-                event(EventType.MARKER_RECORDED, kind="patched", value=change_id)
+                event(SignalAwaited(cmd=cmd, name=name))
                 return False
             case StartChild() as child:
                 return self._start_child_txn(cur, run, digest, new.cmd, child, effects)
@@ -354,24 +373,25 @@ class Lifecycle:
         child: StartChild,
         effects: CommandEffects,
     ) -> bool:
-        def event(event_type: EventType, **payload: Any) -> None:
-            new_event = NewEvent(type=event_type, payload={"cmd": cmd, **payload}, digest=digest)
-            effects.events.append(new_event)
+        def started(run_id: str | None) -> NewEvent:
+            payload = ChildStarted(
+                cmd=cmd,
+                run_id=run_id,
+                workflow_type=child.workflow_type,
+                workflow_id=child.workflow_id,
+                input=child.input,
+                parent_close_policy=child.parent_close_policy,
+            )
+            return NewEvent(payload, digest)
 
-        started = {
-            "workflow_type": child.workflow_type,
-            "workflow_id": child.workflow_id,
-            "input": child.input,
-            "parent_close_policy": child.parent_close_policy,
-        }
         try:
             with savepoint(cur, "amber_child"):
                 child_run, wakes = self._create_child_txn(cur, run, cmd, child)
         except AmberError as exc:
-            event(EventType.CHILD_STARTED, run_id=None, **started)
-            event(EventType.CHILD_FAILED, error_type="ChildStartFailed", message=str(exc))
+            failed = ChildFailed(cmd=cmd, error_type="ChildStartFailed", message=str(exc))
+            effects.events.extend([started(None), NewEvent(failed, digest)])
             return True
-        event(EventType.CHILD_STARTED, run_id=child_run.run_id, **started)
+        effects.events.append(started(child_run.run_id))
         effects.wakes.extend(wakes)
         return False
 
@@ -391,10 +411,7 @@ class Lifecycle:
             parent_run_id=run.run_id,
             parent_cmd=cmd,
             parent_close_policy=child.parent_close_policy,
-            started={
-                "parent": {"run_id": run.run_id, "cmd": cmd},
-                "version": selection.to_event(),
-            },
+            lineage=Lineage(parent=ParentLink(run_id=run.run_id, cmd=cmd), version=selection),
         )
         return self.create_run_txn(cur, spec)
 
@@ -419,7 +436,7 @@ class Lifecycle:
                 max_attempts=retry.max_attempts,
                 cmd=activity.cmd,
                 args=activity.args,
-                options=msgpack.packb(doc, use_bin_type=True) if doc else None,
+                options=pack(doc) if doc else None,
                 start_to_close_ms=options.start_to_close_ms,
                 schedule_to_start_ms=options.schedule_to_start_ms,
                 heartbeat_ms=options.heartbeat_ms,
@@ -452,11 +469,7 @@ class Lifecycle:
         if not size.history_warned and (
             events > s.history_warn_events or stored > s.history_warn_bytes
         ):
-            warning = NewEvent(
-                type=EventType.HISTORY_WARNING,
-                payload={"events": events, "bytes": stored},
-                digest=run.digest,
-            )
+            warning = NewEvent(HistoryWarning(events=events, history_bytes=stored), run.digest)
             now = self._clock.now()
             append_events_txn(cur, run.run_id, [warning], expected_last_seq=None, now=now)
             mark_history_warned_txn(cur, run.run_id)
@@ -503,22 +516,18 @@ class Lifecycle:
         parent = get_run_txn(cur, run.parent_run_id, for_update=True)
         if parent is None or parent.status.closed:
             return []
+        assert run.parent_cmd is not None
+        told: Payload
         if closing.status is RunStatus.COMPLETED:
-            payload: dict[str, Any] = {"cmd": run.parent_cmd, "result": closing.result}
-            kind = EventType.CHILD_COMPLETED
+            assert closing.result is not None
+            told = ChildCompleted(cmd=run.parent_cmd, result=closing.result)
         else:
             message = closing.error_message or f"the child run {run.run_id} {closing.status.value}"
             if closing.error_type:
                 message = f"{closing.error_type}: {message}"
-            payload = {
-                "cmd": run.parent_cmd,
-                "error_type": _CHILD_ERRORS[closing.status],
-                "message": message,
-            }
-            kind = EventType.CHILD_FAILED
-        return self.deliver_txn(
-            cur, parent, NewEvent(type=kind, payload=payload, digest=run.digest)
-        )
+            error_type = _CHILD_ERRORS[closing.status]
+            told = ChildFailed(cmd=run.parent_cmd, error_type=error_type, message=message)
+        return self.deliver_txn(cur, parent, NewEvent(told, run.digest))
 
     def terminate_txn(
         self, cur: Cursor, run: Run, reason: str, by: str, *, superseded: bool = False
@@ -527,7 +536,7 @@ class Lifecycle:
         closing = RunClosing(
             status=RunStatus.TERMINATED, error_type="Terminated", error_message=reason
         )
-        event = closing_event(closing, run.digest, reason=reason, by=by)
+        event = closing_event(closing, run.digest, closed=RunTerminated(reason=reason, by=by))
         return self.close_txn(cur, run, closing, event, superseded=superseded)
 
     def request_cancel_txn(
@@ -542,17 +551,12 @@ class Lifecycle:
         if run.cancel_seq is not None:
             return [], True
         now = self._clock.now()
-        payload = {"reason": reason, "by": by}
-        event = NewEvent(type=EventType.CANCEL_REQUESTED, payload=payload, digest=run.digest)
+        event = NewEvent(CancelRequested(reason=reason, by=by), run.digest)
         seq = append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now).last_seq
         mark_cancel_requested_txn(cur, run.run_id, seq, reason)
         pending = pending_activity_tasks_txn(cur, run.run_id)
         dropped = [
-            NewEvent(
-                type=EventType.ACTIVITY_CANCELLED,
-                payload={"cmd": t.cmd, "message": _dropped_message(t)},
-                digest=t.digest,
-            )
+            NewEvent(ActivityCancelled(cmd=t.activity_cmd, message=_dropped_message(t)), t.digest)
             for t in pending
         ]
         if dropped:

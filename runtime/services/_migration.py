@@ -17,22 +17,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import msgpack
-
-from amber.abi import AmberError, InvalidInput
+from amber.abi import AmberError, InvalidInput, NotMsgpack, pack, unpack
 from amber.history import (
     TASKS_CHANNEL,
     AuditEntry,
     Cursor,
     Database,
-    EventType,
     NewEvent,
     NewTask,
     QueryAnswer,
     Run,
+    RunMigrated,
     RunNotFound,
     Task,
     TaskKind,
+    UpgradeDetail,
+    UpgradeFailed,
     VersionConflict,
     append_events_txn,
     block_upgrade_txn,
@@ -173,17 +173,14 @@ class MigrationService:
             except AmberError:
                 return "refused"
             now = self._clock.now()
-            event = NewEvent(
-                type=EventType.RUN_MIGRATED,
-                payload={
-                    "from": run.digest,
-                    "to": digest,
-                    "checked_seq": check.checked_seq,
-                    "by": actor,
-                    "reason": reason,
-                },
-                digest=digest,
+            migrated = RunMigrated(
+                from_digest=run.digest,
+                to=digest,
+                checked_seq=check.checked_seq,
+                by=actor,
+                reason=reason,
             )
+            event = NewEvent(migrated, digest)
             append_events_txn(
                 cur, run.run_id, [event], expected_last_seq=check.checked_seq, now=now
             )
@@ -252,7 +249,7 @@ class MigrationService:
                 run = pending.pop(task_id)
                 doc: dict[str, Any] = {"verdict": "failed", "detail": answer.message or ""}
                 if answer.error_type is None and answer.result is not None:
-                    doc = msgpack.unpackb(answer.result, raw=False)
+                    doc = unpack(answer.result, what="a check verdict")
                 elif answer.error_type is not None:
                     doc["detail"] = f"{answer.error_type}: {answer.message}"
                 verdicts[run.run_id] = _run_check(run, doc)
@@ -274,7 +271,6 @@ class MigrationService:
 Counted = tuple[str, str, str]
 """(digest, task kind, reason) of one judged activation, for the versions' health."""
 
-_UPGRADE_DETAIL_KEYS = ("reason", "message", "position", "recorded", "issued")
 _BLOCKING_REASONS = ("non_determinism", "trap")
 """Replay faults on an upgrade target that will recur on every try: the run stays put for good.
 Others (out of fuel on a cold compile, a deadline) just fall back to the pinned version."""
@@ -313,37 +309,40 @@ def upgrade_txn(cur: Cursor, task: Task, run: Run, report: UpgradeReport) -> Upg
             version_for_type_txn(cur, target, run.workflow_type, lock=True)
         except AmberError:
             return None
-        event = NewEvent(
-            type=EventType.RUN_MIGRATED,
-            payload={
-                "from": run.digest,
-                "to": target,
-                "checked_seq": task.claimed_seq,
-                "by": "auto-upgrade",
-                "reason": "replayed on the upgrade version",
-            },
-            digest=target,
+        migrated = RunMigrated(
+            from_digest=run.digest,
+            to=target,
+            checked_seq=task.claimed_seq or 0,  # set with the offer, at claim
+            by="auto-upgrade",
+            reason="replayed on the upgrade version",
         )
+        event = NewEvent(migrated, target)
         repin_run_txn(cur, run.run_id, target)
         return Upgrade(run=replace(run, digest=target), digest=target, events=(event,))
     failed = report.failed
     if failed is None or failed.get("to") != task.upgrade_offer or task.upgrade_offer is None:
         return Upgrade(run=run, digest=task.digest)
-    detail = {k: _trim(failed[k]) for k in _UPGRADE_DETAIL_KEYS if k in failed}
-    if detail.get("reason") not in _BLOCKING_REASONS:
+    reason = failed.get("reason")
+    if reason not in _BLOCKING_REASONS:
         return Upgrade(run=run, digest=task.digest)
-    event = NewEvent(
-        type=EventType.UPGRADE_FAILED,
-        payload={"to": task.upgrade_offer, "detail": detail},
-        digest=task.digest,
+    detail = UpgradeDetail(
+        reason=reason,
+        message=_text(failed.get("message")),
+        position=_int(failed.get("position")),
+        recorded=_text(failed.get("recorded")),
+        issued=_text(failed.get("issued")),
     )
+    event = NewEvent(UpgradeFailed(to=task.upgrade_offer, detail=detail), task.digest)
     block_upgrade_txn(cur, run.run_id, task.upgrade_offer)
     return Upgrade(run=run, digest=task.digest, events=(event,), failed_on=task.upgrade_offer)
 
 
-def _trim(value: Any) -> Any:
-    if isinstance(value, str):
-        return value[:1000]
+def _text(value: object) -> str | None:
+    """A worker-reported string, cut to a size fit for an event."""
+    return value[:1000] if isinstance(value, str) else None
+
+
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -353,13 +352,13 @@ def checked_answer(task: Task, answer: QueryAnswer) -> QueryAnswer:
     if answer.result is None:
         return answer
     try:
-        doc = msgpack.unpackb(answer.result, raw=False)
-    except Exception:
+        doc = unpack(answer.result, what="a check verdict")
+    except NotMsgpack:
         return replace(answer, result=None, error_type="malformed", message="verdict not msgpack")
     if not isinstance(doc, dict):
         return replace(answer, result=None, error_type="malformed", message="verdict not a map")
     doc["checked_seq"] = task.claimed_seq or 0
-    return replace(answer, result=msgpack.packb(doc, use_bin_type=True))
+    return replace(answer, result=pack(doc))
 
 
 def _run_of_type(cur: Cursor, run_id: str, workflow_type: str) -> Run:

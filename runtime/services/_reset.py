@@ -18,18 +18,26 @@ Reset points are refused, with the reason, where the copy could not be faithful:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from amber.abi import InvalidInput, parse_activity_options
+from amber.abi import InvalidInput, StartChild
 from amber.history import (
     CLOSING_EVENTS,
+    ActivityCancelled,
+    ActivityScheduled,
+    ApprovalRequested,
+    ChildStarted,
     Cursor,
     Event,
     EventType,
     NewEvent,
+    ResetPoint,
     Run,
+    RunReset,
+    RunStarted,
     Timer,
     TimerKind,
+    TimerStarted,
     append_events_txn,
     get_run_by_workflow_id_txn,
     insert_timer_txn,
@@ -45,8 +53,6 @@ from ._lifecycle import ActivityRequest, Lifecycle, RunSpec, Wake, execution_dea
 
 _NOT_COPIED = frozenset({EventType.HISTORY_WARNING})
 """Events that describe the old run rather than its workflow's progress."""
-_STARTED_KEYS = frozenset({"workflow_type", "workflow_id", "tenant", "input"})
-"""RunStarted keys the new run writes itself."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,7 +81,7 @@ class Resetter:
         events = read_events_txn(cur, old.run_id)
         kept, remainder = events[:to_event], events[to_event:]
         _check_point(kept, remainder)
-        started = dict(kept[0].payload)
+        started = kept[0].payload_as(RunStarted)
         spec = RunSpec(
             tenant=old.tenant,
             workflow_id=old.workflow_id,
@@ -89,26 +95,17 @@ class Resetter:
             parent_close_policy=old.parent_close_policy,
             execution_deadline=execution_deadline(kept[0]),
             inherit_from=old.run_id,
-            started={k: v for k, v in started.items() if k not in _STARTED_KEYS}
-            | {"reset_from": {"run_id": old.run_id, "seq": to_event}},
-            prefix=[
-                NewEvent(type=e.type, payload=e.payload, digest=e.digest)
-                for e in kept[1:]
-                if e.type not in _NOT_COPIED
-            ],
+            lineage=replace(
+                started.lineage, reset_from=ResetPoint(run_id=old.run_id, seq=to_event)
+            ),
+            prefix=[NewEvent(e.payload, e.digest) for e in kept[1:] if e.type not in _NOT_COPIED],
         )
         new, wakes = self._life.create_run_txn(cur, spec)
         wakes += self._restore_txn(cur, new)
-        marker = NewEvent(
-            type=EventType.RUN_RESET,
-            payload={
-                "new_run_id": new.run_id,
-                "to_seq": to_event,
-                "reason": request.reason,
-                "by": request.by,
-            },
-            digest=old.digest,
+        reset = RunReset(
+            new_run_id=new.run_id, to_seq=to_event, reason=request.reason, by=request.by
         )
+        marker = NewEvent(reset, old.digest)
         append_events_txn(cur, old.run_id, [marker], expected_last_seq=None, now=self._clock.now())
         if not old.status.closed:
             wakes += self._life.terminate_txn(
@@ -140,39 +137,28 @@ class Resetter:
         set_next_cmd_txn(cur, run.run_id, len(projection.commands))
         wakes: list[Wake] = []
         cancelled: list[NewEvent] = []
-        for event in _open_commands(events, projection):
-            cmd = event.payload["cmd"]
-            if event.type is EventType.ACTIVITY_SCHEDULED and projection.cancel is not None:
-                cancelled.append(
-                    NewEvent(
-                        type=EventType.ACTIVITY_CANCELLED,
-                        payload={"cmd": cmd, "message": "cancelled before it started (reset)"},
-                        digest=run.digest,
+        for start in _open_commands(events, projection):
+            match start:
+                case ActivityScheduled(cmd=cmd) if projection.cancel is not None:
+                    message = "cancelled before it started (reset)"
+                    dropped = ActivityCancelled(cmd=cmd, message=message)
+                    cancelled.append(NewEvent(dropped, run.digest))
+                case ActivityScheduled(cmd=cmd, name=name, args=args, options=options):
+                    activity = ActivityRequest(cmd=cmd, name=name, args=args, options=options)
+                    wakes += self._life.schedule_activity_txn(cur, run, run.digest, activity)
+                case ApprovalRequested():
+                    restore_approval_txn(cur, run, start, self._clock.now())
+                case TimerStarted(cmd=cmd, fire_at_ms=fire_at_ms):
+                    insert_timer_txn(
+                        cur,
+                        Timer(
+                            run_id=run.run_id,
+                            timer_id=workflow_timer_id(cmd),
+                            kind=TimerKind.WORKFLOW,
+                            cmd=cmd,
+                            fire_at=from_ms(fire_at_ms),
+                        ),
                     )
-                )
-            elif event.type is EventType.ACTIVITY_SCHEDULED:
-                activity = ActivityRequest(
-                    cmd=cmd,
-                    name=event.payload["name"],
-                    args=event.payload["args"],
-                    options=parse_activity_options(
-                        event.payload.get("options") or {}, "ActivityScheduled"
-                    ),
-                )
-                wakes += self._life.schedule_activity_txn(cur, run, run.digest, activity)
-            elif event.type is EventType.APPROVAL_REQUESTED:
-                restore_approval_txn(cur, run, event.payload, self._clock.now())
-            elif event.type is EventType.TIMER_STARTED:
-                insert_timer_txn(
-                    cur,
-                    Timer(
-                        run_id=run.run_id,
-                        timer_id=workflow_timer_id(cmd),
-                        kind=TimerKind.WORKFLOW,
-                        cmd=cmd,
-                        fire_at=from_ms(event.payload["fire_at_ms"]),
-                    ),
-                )
         if projection.cancel is not None:
             mark_cancel_requested_txn(
                 cur, run.run_id, projection.cancel.seq, projection.cancel.reason
@@ -184,12 +170,18 @@ class Resetter:
         return wakes
 
 
-def _open_commands(events: Sequence[Event], projection: Projection) -> list[Event]:
-    """The scheduling events (ActivityScheduled, TimerStarted, ApprovalRequested) of unresolved
-    commands."""
+def _open_commands(
+    events: Sequence[Event], projection: Projection
+) -> list[ActivityScheduled | TimerStarted | ApprovalRequested]:
+    """The scheduling payloads (ActivityScheduled, TimerStarted, ApprovalRequested) of
+    unresolved commands."""
     resolved = projection.resolved()
-    starts = (EventType.ACTIVITY_SCHEDULED, EventType.TIMER_STARTED, EventType.APPROVAL_REQUESTED)
-    return [e for e in events if e.type in starts and e.payload["cmd"] not in resolved]
+    return [
+        p
+        for p in (e.payload for e in events)
+        if isinstance(p, ActivityScheduled | TimerStarted | ApprovalRequested)
+        and p.cmd not in resolved
+    ]
 
 
 def _check_point(kept: Sequence[Event], remainder: Sequence[Event]) -> None:
@@ -203,15 +195,16 @@ def _check_point(kept: Sequence[Event], remainder: Sequence[Event]) -> None:
     projection = project(kept)
     resolved = projection.resolved()
     for command in projection.commands:
-        if command.kind == "child" and command.cmd not in resolved:
+        if isinstance(command.command, StartChild) and command.cmd not in resolved:
             raise InvalidInput(
                 f"cannot reset to event {at}: child workflow of command {command.cmd} is still"
                 " open there (reset to before it started or after it ended)"
             )
     for event in remainder:
-        if event.type is EventType.CHILD_STARTED and event.payload.get("run_id"):
+        child = event.payload
+        if isinstance(child, ChildStarted) and child.run_id:
             raise InvalidInput(
                 f"cannot reset to event {at}: the child started at event {event.seq}"
-                f" (workflow id {event.payload.get('workflow_id')!r}) would start again under a"
+                f" (workflow id {child.workflow_id!r}) would start again under a"
                 " workflow id that is taken for good; reset to after that child ended"
             )

@@ -16,12 +16,13 @@ from amber.history import (
     Discarded,
     DuplicateRow,
     Event,
-    EventType,
+    Lineage,
     NewEvent,
     NewTask,
     Run,
     RunNotFound,
     RunQuery,
+    SignalReceived,
     TaskKind,
     WorkflowIdInUse,
     claim_signal_id_txn,
@@ -44,8 +45,6 @@ from amber.history import (
 from amber.runtime.model import (
     DEFAULT_TENANT,
     MAX_HISTORY_PAGE,
-    Clock,
-    EngineSettings,
     PayloadTooLarge,
     QueryFailed,
     QueryTimedOut,
@@ -102,15 +101,13 @@ class RunService:
     Public methods own their transactions.
     """
 
-    def __init__(
-        self, db: Database, clock: Clock, settings: EngineSettings, notifier: Notifier | None
-    ) -> None:
+    def __init__(self, db: Database, life: Lifecycle, notifier: Notifier | None) -> None:
         self._db = db
-        self._clock = clock
-        self._settings = settings
+        self._clock = life.clock
+        self._settings = life.settings
         self._notifier = notifier
-        self._life = Lifecycle(clock, settings)
-        self._resetter = Resetter(clock, self._life)
+        self._life = life
+        self._resetter = Resetter(life.clock, life)
 
     # -- starting -----------------------------------------------------------------------------
 
@@ -164,7 +161,7 @@ class RunService:
                     queue=spec.queue,
                     input=request.input,
                     execution_timeout_ms=spec.execution_timeout_ms,
-                    started={"version": selection.to_event()},
+                    lineage=Lineage(version=selection),
                 ),
             )
             signalled = False
@@ -241,15 +238,10 @@ class RunService:
                 ),
             )
             return SignalResult(seq=0, duplicate=True), []
-        event = NewEvent(
-            type=EventType.SIGNAL_RECEIVED,
-            payload={
-                "name": signal.name,
-                "payload": signal.payload,
-                "request_id": signal.request_id,
-            },
-            digest=run.digest,
+        received = SignalReceived(
+            name=signal.name, payload=signal.payload, request_id=signal.request_id
         )
+        event = NewEvent(received, run.digest)
         wakes = self._life.deliver_txn(cur, run, event)
         refreshed = get_run_txn(cur, run.run_id)
         assert refreshed is not None

@@ -26,15 +26,18 @@ from amber.abi import (
 from amber.history import (
     QUERIES_CHANNEL,
     TASKS_CHANNEL,
+    ActivityCompleted,
     Cursor,
     Database,
     Discarded,
-    EventType,
     LeaseLost,
+    Lineage,
     NewEvent,
+    Payload,
     QueryAnswer,
     Run,
     RunClosing,
+    RunContinuedAsNew,
     RunStatus,
     Task,
     TaskKind,
@@ -64,8 +67,6 @@ from amber.history import (
 from amber.runtime.model import (
     MAX_NEW_COMMANDS,
     ClaimedTask,
-    Clock,
-    EngineSettings,
     FailureReason,
     FailureReport,
     HeartbeatAck,
@@ -111,17 +112,16 @@ class TaskService:
     def __init__(
         self,
         db: Database,
-        clock: Clock,
-        settings: EngineSettings,
+        life: Lifecycle,
         notifier: Notifier | None,
         health: HealthCounter | None = None,
     ) -> None:
         self._db = db
-        self._clock = clock
-        self._settings = settings
+        self._clock = life.clock
+        self._settings = life.settings
         self._notifier = notifier
-        self._life = Lifecycle(clock, settings)
-        self._attempts = Attempts(clock, settings, self._life)
+        self._life = life
+        self._attempts = Attempts(life.clock, life.settings, life)
         self._health = health or HealthCounter()
         self._upgrades: dict[str, tuple[str | None, float]] = {}
 
@@ -328,9 +328,9 @@ class TaskService:
             counted.append((upgrade.failed_on, task.kind.value, FailureReason.NON_DETERMINISM))
         effects = self._life.command_events_txn(cur, run, digest, done.commands)
         events += effects.events
-        closing, extra, next_run = self._closing(run, done)
+        closing, closed, next_run = self._closing(run, done)
         if closing is not None:
-            events.append(closing_event(closing, digest, **extra))
+            events.append(closing_event(closing, digest, closed=closed))
         commands = (done.commands[0].cmd, len(done.commands)) if done.commands else None
         size = append_events_txn(
             cur,
@@ -356,10 +356,12 @@ class TaskService:
     @staticmethod
     def _closing(
         run: Run, done: WorkflowCompletion
-    ) -> tuple[RunClosing | None, dict[str, object], RunSpec | None]:
+    ) -> tuple[RunClosing | None, Payload | None, RunSpec | None]:
+        """How the run closes (None: it does not), the event's payload where the closing does
+        not say it all, and the run to start next (continue-as-new)."""
         status = _STATUS_CLOSING.get(done.status)
         if status is None:
-            return None, {}, None
+            return None, None, None
         error_type = done.error.type if done.error else None
         message = done.error.message if done.error else None
         if status is RunStatus.CONTINUED_AS_NEW:
@@ -376,15 +378,16 @@ class TaskService:
                 parent_run_id=run.parent_run_id,
                 parent_cmd=run.parent_cmd,
                 parent_close_policy=run.parent_close_policy,
-                started={"continued_from": run.run_id},
+                lineage=Lineage(continued_from=run.run_id),
                 inherit_from=run.run_id,
             )
             closing = RunClosing(status=status)
-            return closing, {"next_run_id": spec.run_id, "input": done.result}, spec
+            continued = RunContinuedAsNew(next_run_id=spec.run_id, input=done.result)
+            return closing, continued, spec
         closing = RunClosing(
             status=status, result=done.result, error_type=error_type, error_message=message
         )
-        return closing, {}, None
+        return closing, None, None
 
     def _drop_stale_txn(self, cur: Cursor, task_id: int, fencing: int) -> list[Wake]:
         try:
@@ -433,10 +436,11 @@ class TaskService:
                 return []
             counted.append((task.digest, task.kind.value, OK if ok else "application_error"))
             if ok:
-                payload = {"cmd": task.cmd, "result": outcome.result, "attempt": task.attempt}
-                event = NewEvent(
-                    type=EventType.ACTIVITY_COMPLETED, payload=payload, digest=task.digest
+                assert outcome.result is not None
+                completed = ActivityCompleted(
+                    cmd=task.activity_cmd, result=outcome.result, attempt=task.attempt
                 )
+                event = NewEvent(completed, task.digest)
                 return self._life.deliver_txn(cur, run, event)
             assert outcome.error is not None
             failure = FailureReport(
@@ -539,13 +543,35 @@ class TaskService:
         select: Callable[[Cursor, datetime], list[Task]],
         message: Callable[[Task], str],
     ) -> tuple[list[Task], list[Task]]:
-        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker.
+        """Fail the attempts of the (locked) tasks `select` returns, as lost by their worker;
+        returns the tasks selected and those handled."""
+
+        def lose(cur: Cursor, task: Task, run: Run, _now: datetime) -> list[Wake]:
+            failure = FailureReport(reason=FailureReason.WORKER_LOST, message=message(task))
+            attempt = FailedAttempt(task=task, run=run, failure=failure, worker=task.lease_owner)
+            return self._attempts.fail_txn(cur, attempt)
+
+        tasks, handled = self._sweep(
+            select, lose, drop=lambda task: task.kind in _READS, what="lease expiry"
+        )
+        for task in handled:
+            self._count(task, FailureReason.WORKER_LOST)
+        return tasks, handled
+
+    def _sweep(
+        self,
+        select: Callable[[Cursor, datetime], list[Task]],
+        act: Callable[[Cursor, Task, Run, datetime], list[Wake]],
+        *,
+        drop: Callable[[Task], bool],
+        what: str,
+    ) -> tuple[list[Task], list[Task]]:
+        """One sweep transaction: `act` on each (locked) task `select` returns, or delete it
+        where its run has closed or `drop` says so. Returns the tasks selected and handled.
 
         A task whose run another transaction holds is left for a later sweep: waiting for the
         run while holding the task would invert the order closing a run takes (run, then its
-        tasks) and deadlock. A row whose failure could not be recorded is deferred. Returns the
-        tasks selected and those handled."""
-
+        tasks) and deadlock. A row whose step fails is deferred (`each_isolated`)."""
         handled: list[Task] = []
 
         def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
@@ -558,24 +584,18 @@ class TaskService:
                 if busy:  # being changed (closed, say): a later sweep takes it
                     return []
                 handled.append(task)
-                if task.kind in _READS or run is None or run.status.closed:
+                if run is None or run.status.closed or drop(task):
                     delete_task_txn(cur, task.task_id)
                     return []
-                failure = FailureReport(reason=FailureReason.WORKER_LOST, message=message(task))
-                attempt = FailedAttempt(
-                    task=task, run=run, failure=failure, worker=task.lease_owner
-                )
-                return self._attempts.fail_txn(cur, attempt)
+                return act(cur, task, run, now)
 
             def defer(task: Task) -> None:
                 defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
 
-            return tasks, each_isolated(cur, tasks, step, defer=defer, what="lease expiry")
+            return tasks, each_isolated(cur, tasks, step, defer=defer, what=what)
 
         tasks, wakes = self._db.run(txn)
         poke(self._notifier, wakes)
-        for task in handled:
-            self._count(task, FailureReason.WORKER_LOST)
         return tasks, handled
 
     def _count(self, task: Task, reason: str) -> None:
@@ -585,31 +605,12 @@ class TaskService:
     def sweep_timeouts(self) -> int:
         """Enforce activity timeouts: schedule-to-start and schedule-to-close end the activity;
         start-to-close and heartbeat timeouts fail the attempt (which may be retried)."""
-
-        handled: list[Task] = []
-
-        def txn(cur: Cursor) -> tuple[list[Task], list[Wake]]:
-            handled.clear()  # a retried transaction starts over
-            now = self._clock.now()
-            tasks = timed_out_tasks_txn(cur, now)
-
-            def step(task: Task) -> list[Wake]:
-                busy, run = try_lock_run_txn(cur, task.run_id)
-                if busy:  # being changed (closed, say): the next sweep takes it
-                    return []
-                handled.append(task)
-                if run is None or run.status.closed:
-                    delete_task_txn(cur, task.task_id)
-                    return []
-                return self._attempts.timeout_txn(cur, task, run, now)
-
-            def defer(task: Task) -> None:
-                defer_task_txn(cur, task.task_id, now + RETRY_FAILED_ROW_AFTER)
-
-            return tasks, each_isolated(cur, tasks, step, defer=defer, what="activity timeout")
-
-        _tasks, wakes = self._db.run(txn)
-        poke(self._notifier, wakes)
+        _tasks, handled = self._sweep(
+            timed_out_tasks_txn,
+            self._attempts.timeout_txn,
+            drop=lambda _task: False,
+            what="activity timeout",
+        )
         for task in handled:
             if task.state is TaskState.LEASED:
                 self._count(task, "timeout")

@@ -13,11 +13,11 @@ from amber.history import (
     Cursor,
     Database,
     Discarded,
-    EventType,
     NewEvent,
     RunClosing,
     RunStatus,
     Timer,
+    TimerFired,
     TimerKind,
     claim_due_timers_txn,
     defer_timer_txn,
@@ -26,7 +26,6 @@ from amber.history import (
     record_discarded_txn,
     run_timers_txn,
 )
-from amber.runtime.model import Clock, EngineSettings
 
 from ._approvals import expire_approval_txn
 from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
@@ -37,13 +36,11 @@ from ._notify import Notifier, poke
 class TimerService:
     """Fires due timers. `fire_due` is what the sweeper calls; `fire` fires one by name."""
 
-    def __init__(
-        self, db: Database, clock: Clock, settings: EngineSettings, notifier: Notifier | None
-    ) -> None:
+    def __init__(self, db: Database, life: Lifecycle, notifier: Notifier | None) -> None:
         self._db = db
-        self._clock = clock
+        self._clock = life.clock
         self._notifier = notifier
-        self._life = Lifecycle(clock, settings)
+        self._life = life
 
     def fire_due(self, *, limit: int = 500) -> int:
         """Fire every timer due now (up to `limit`); returns how many fired."""
@@ -103,5 +100,6 @@ class TimerService:
         if timer.kind is TimerKind.APPROVAL:
             assert timer.cmd is not None
             return expire_approval_txn(cur, self._life, run, timer.cmd)
-        event = NewEvent(type=EventType.TIMER_FIRED, payload={"cmd": timer.cmd}, digest=run.digest)
+        assert timer.cmd is not None
+        event = NewEvent(TimerFired(cmd=timer.cmd), run.digest)
         return self._life.deliver_txn(cur, run, event)

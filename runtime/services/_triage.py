@@ -24,19 +24,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import msgpack
-
-from amber.abi import AmberError, Conflict, InvalidInput
+from amber.abi import AmberError, Conflict, InvalidInput, NotMsgpack, unpack
 from amber.history import (
     TASKS_CHANNEL,
+    ActivityCompleted,
     AuditEntry,
     Cursor,
     Database,
     Event,
-    EventType,
     FailureRecord,
     NewEvent,
     Run,
+    RunMigrated,
+    RunResumed,
     Task,
     TaskKind,
     TaskState,
@@ -60,8 +60,6 @@ from amber.runtime.model import (
     MAX_BUNDLE_FAILURES,
     MAX_BUNDLE_REPRO_BYTES,
     Bundle,
-    Clock,
-    EngineSettings,
     NotTroubled,
     PayloadTooLarge,
     RunClosed,
@@ -103,20 +101,19 @@ class TriageService:
     def __init__(
         self,
         db: Database,
-        clock: Clock,
-        settings: EngineSettings,
+        life: Lifecycle,
         notifier: Notifier | None,
         *,
         migration: MigrationService,
         registry: VersionRegistry,
     ) -> None:
         self._db = db
-        self._clock = clock
-        self._settings = settings
+        self._clock = life.clock
+        self._settings = life.settings
         self._notifier = notifier
         self._migration = migration
         self._registry = registry
-        self._life = Lifecycle(clock, settings)
+        self._life = life
 
     def troubled(
         self, *, tenant: str = DEFAULT_TENANT, fingerprint: str = "", limit: int = 100
@@ -199,9 +196,9 @@ class TriageService:
         if len(result) > limit:
             raise PayloadTooLarge(f"the result is {len(result)} bytes; the limit is {limit}")
         try:
-            msgpack.unpackb(result, raw=False)
-        except (ValueError, msgpack.UnpackException) as exc:
-            raise InvalidInput(f"the result is not msgpack: {exc}") from None
+            unpack(result, what="the result")
+        except NotMsgpack as exc:
+            raise InvalidInput(str(exc)) from None
 
     # -- one run -------------------------------------------------------------------------------
 
@@ -281,17 +278,14 @@ class TriageService:
                     raise InvalidInput(
                         f"version {target[:12]} does not export activity {task.name!r}"
                     )
-            migrated = NewEvent(
-                type=EventType.RUN_MIGRATED,
-                payload={
-                    "from": run.digest,
-                    "to": target,
-                    "checked_seq": checked_seq,
-                    "by": command.operator,
-                    "reason": command.reason,
-                },
-                digest=target,
+            move = RunMigrated(
+                from_digest=run.digest,
+                to=target,
+                checked_seq=checked_seq,
+                by=command.operator,
+                reason=command.reason,
             )
+            migrated = NewEvent(move, target)
             append_events_txn(cur, run.run_id, [migrated], expected_last_seq=checked_seq, now=now)
             repin_run_txn(cur, run.run_id, target)
             for task in troubled:
@@ -327,17 +321,14 @@ class TriageService:
             raise Conflict(f"run {run.run_id}: step {task.cmd} is running; try again later")
         self._resumed_txn(cur, run, command, outcome, step=task.cmd)
         release_run_txn(cur, run.run_id, self._clock.now())
-        completed = NewEvent(
-            type=EventType.ACTIVITY_COMPLETED,
-            payload={
-                "cmd": task.cmd,
-                "result": command.result,
-                "attempt": task.attempt,
-                "skipped_by": command.operator,
-                "reason": command.reason,
-            },
-            digest=task.digest,
+        skipped = ActivityCompleted(
+            cmd=task.activity_cmd,
+            result=command.result,
+            attempt=task.attempt,
+            skipped_by=command.operator,
+            reason=command.reason,
         )
+        completed = NewEvent(skipped, task.digest)
         current = get_run_txn(cur, run.run_id)
         assert current is not None
         return outcome, self._life.deliver_txn(cur, current, completed)
@@ -362,16 +353,16 @@ class TriageService:
         outcome: TriageOutcome,
         step: int | None,
     ) -> None:
-        payload = {
-            "action": command.action.value,
-            "by": command.operator,
-            "reason": command.reason,
-            "from": outcome.from_digest,
-            "to": outcome.to_digest,
-            "step": step,
-            "suspended": run.suspension is not None,
-        }
-        event = NewEvent(type=EventType.RUN_RESUMED, payload=payload, digest=outcome.to_digest)
+        resumed = RunResumed(
+            action=command.action.value,
+            by=command.operator,
+            reason=command.reason,
+            from_digest=outcome.from_digest,
+            to=outcome.to_digest,
+            step=step,
+            suspended=run.suspension is not None,
+        )
+        event = NewEvent(resumed, outcome.to_digest)
         append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=self._clock.now())
         self._audit_txn(cur, run, command, outcome, step)
 

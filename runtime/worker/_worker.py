@@ -21,10 +21,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-import msgpack
 from opentelemetry.trace import Span, Tracer
 
-from amber.abi import ActivityInput, AmberError, ErrorInfo, RetryableError
+from amber.abi import ActivityInput, AmberError, ErrorInfo, RetryableError, pack
 from amber.history import Event, LeaseLost, TaskKind, VersionConflict
 from amber.runtime.client import AmberClient
 from amber.runtime.model import (
@@ -357,7 +356,7 @@ class Worker:
             )
         except GuestFault as fault:
             verdict.update(verdict="failed", detail=str(fault))
-        result = msgpack.packb(verdict, use_bin_type=True)
+        result = pack(verdict)
         self._deliver(
             task,
             lambda: self._client.complete_query(

@@ -19,9 +19,9 @@ from amber.history import (
     Cursor,
     Database,
     DuplicateRow,
-    EventType,
     NewEvent,
     NewRun,
+    RunStarted,
     StoreUnavailable,
     VersionConflict,
     append_events_txn,
@@ -125,7 +125,8 @@ def test_other_errors_propagate_after_one_call(db: Database) -> None:
 
     def stale(cur: Cursor) -> None:
         calls.append("stale")
-        event = NewEvent(type=EventType.RUN_STARTED, payload={}, digest="d" * 64)
+        started = RunStarted(workflow_type="w", workflow_id="w", tenant="t", input=b"")
+        event = NewEvent(started, "d" * 64)
         append_events_txn(cur, run_id, [event], expected_last_seq=7, now=NOW)
 
     with pytest.raises(DuplicateRow) as raised:

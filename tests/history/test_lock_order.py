@@ -97,13 +97,14 @@ def test_a_lease_sweep_skips_a_task_whose_run_is_busy_instead_of_waiting_for_it(
 ) -> None:
     from amber.runtime.model._clock import ManualClock
     from amber.runtime.model._settings import EngineSettings
+    from amber.runtime.services._lifecycle import Lifecycle
     from amber.runtime.services._tasks import TaskService
 
     run_id = _new_run(db)
     lost = _leased(db, run_id, TaskKind.ACTIVITY, 0)
     clock = ManualClock(NOW)
     clock.advance(timedelta(minutes=5))  # the lease ran out long ago
-    tasks = TaskService(db, clock, EngineSettings(), notifier=None)
+    tasks = TaskService(db, Lifecycle(clock, EngineSettings()), notifier=None)
     swept: list[int] = []
     with psycopg.connect(database_url) as closing:
         closing.execute("SELECT 1 FROM amber_runs WHERE run_id = %s FOR UPDATE", (run_id,))

@@ -12,15 +12,21 @@ import pytest
 from psycopg import errors as pgerrors
 
 from amber.history import (
+    ActivityCompleted,
+    ActivityScheduled,
     Appended,
     Cursor,
     Database,
     DuplicateRow,
     Event,
     EventType,
+    MalformedPayload,
+    MarkerRecorded,
     NewEvent,
     NewRun,
+    RunFailed,
     RunNotFound,
+    RunStarted,
     VersionConflict,
     append_events_txn,
     get_run_txn,
@@ -48,8 +54,8 @@ def _start_run(db: Database) -> str:
     return run_id
 
 
-def _event(cmd: int = 0, type_: EventType = EventType.MARKER_RECORDED) -> NewEvent:
-    return NewEvent(type=type_, payload={"cmd": cmd, "kind": "now", "value": cmd}, digest=DIGEST)
+def _event(cmd: int = 0) -> NewEvent:
+    return NewEvent(MarkerRecorded(cmd=cmd, kind="now", value=cmd), DIGEST)
 
 
 def _append(
@@ -155,32 +161,14 @@ def test_events_round_trip_with_user_payloads_kept_as_bytes(db: Database) -> Non
     run_id = _start_run(db)
     user_input = msgpack.packb({"order_id": "A-7", "amount_cents": 2500, "blob": b"\x00\xff"})
     result = msgpack.packb(["shipped", None, 1.5])
+    started = RunStarted(
+        workflow_type="orders", workflow_id="order-A-7", tenant="t", input=user_input
+    )
     appended = [
-        NewEvent(
-            type=EventType.RUN_STARTED,
-            payload={
-                "workflow_type": "orders",
-                "workflow_id": "order-A-7",
-                "tenant": "t",
-                "input": user_input,
-            },
-            digest=DIGEST,
-        ),
-        NewEvent(
-            type=EventType.ACTIVITY_SCHEDULED,
-            payload={"cmd": 0, "name": "charge_payment", "args": b"", "max_attempts": 3},
-            digest=DIGEST,
-        ),
-        NewEvent(
-            type=EventType.ACTIVITY_COMPLETED,
-            payload={"cmd": 0, "result": result, "attempt": 2},
-            digest="cd" * 32,
-        ),
-        NewEvent(
-            type=EventType.RUN_FAILED,
-            payload={"error_type": "Declined", "message": "card declined: ünïcode"},
-            digest="cd" * 32,
-        ),
+        NewEvent(started, DIGEST),
+        NewEvent(ActivityScheduled(cmd=0, name="charge_payment", args=b""), DIGEST),
+        NewEvent(ActivityCompleted(cmd=0, result=result, attempt=2), "cd" * 32),
+        NewEvent(RunFailed(error_type="Declined", message="card declined: ünïcode"), "cd" * 32),
     ]
     _append(db, run_id, appended, expected=0)
 
@@ -194,6 +182,22 @@ def test_events_round_trip_with_user_payloads_kept_as_bytes(db: Database) -> Non
     assert type(events[1].payload["args"]) is bytes
     assert type(events[2].payload["result"]) is bytes
     assert all(isinstance(e.type, EventType) for e in events)
+    assert isinstance(events[1].payload, ActivityScheduled)
+    assert events[2].payload_as(ActivityCompleted).attempt == 2
+
+
+def test_a_payload_that_does_not_fit_its_type_is_refused_when_read(db: Database) -> None:
+    run_id = _start_run(db)
+    _append(db, run_id, [_event(0)], expected=0)
+    db.run(
+        lambda cur: cur.execute(
+            "UPDATE amber_events SET payload = %s WHERE run_id = %s",
+            (msgpack.packb({"cmd": "zero", "kind": "now", "value": 1}), run_id),
+        )
+    )
+    (event,) = _events(db, run_id)  # reading the rows decodes nothing
+    with pytest.raises(MalformedPayload, match=r"MarkerRecorded payload: Expected `int`.*\$\.cmd"):
+        _ = event.payload
 
 
 def test_append_at_end_goes_after_the_current_last_event(db: Database) -> None:

@@ -11,7 +11,14 @@ from datetime import timedelta
 
 import pytest
 
-from amber.history import EventType, LeaseLost, RunStatus
+from amber.history import (
+    CancelRequested,
+    EventType,
+    LeaseLost,
+    ResetPoint,
+    RunStatus,
+    RunTerminated,
+)
 from amber.runtime.client._client import decode
 from amber.runtime.model._clock import ManualClock
 from amber.runtime.model._errors import QueryFailed, QueryTimedOut, RunClosed
@@ -94,7 +101,7 @@ def test_cancelling_a_shipment_runs_its_compensation(
     assert closed.status is RunStatus.CANCELLED
     events = srv.client.history(run)
     (request,) = [e for e in events if e.type is EventType.CANCEL_REQUESTED]
-    assert request.payload == {"reason": "customer changed their mind", "by": "ops@x"}
+    assert request.payload == CancelRequested(reason="customer changed their mind", by="ops@x")
     scheduled = [e.payload["name"] for e in events if e.type is EventType.ACTIVITY_SCHEDULED]
     assert scheduled == ["book_carrier", "cancel_booking"]
     assert events[-1].type is EventType.RUN_CANCELLED
@@ -157,7 +164,7 @@ def test_terminating_closes_a_run_at_once_and_refuses_late_reports(
     assert closed.status is RunStatus.TERMINATED and closed.error_message == "fraud suspected"
     last = srv.client.history(run)[-1]
     assert last.type is EventType.RUN_TERMINATED
-    assert last.payload == {"reason": "fraud suspected", "by": "ops@x"}
+    assert last.payload == RunTerminated(reason="fraud suspected", by="ops@x")
     assert srv.client.describe(run).timers == () and srv.client.describe(run).tasks == ()
     outcome = ActivityOutcome(status=ActivityStatus.COMPLETED, result=b"\x80")
     with pytest.raises(LeaseLost):
@@ -298,7 +305,7 @@ def test_reset_replays_history_up_to_an_event_and_goes_on(
     assert srv.client.result("order-R-9").run_id == new.run_id
     assert decode(srv.client.result(new.run_id).result)["status"] == "shipped"
     new_events = srv.client.history(new.run_id)
-    assert new_events[0].payload["reset_from"] == {"run_id": old, "seq": 4}
+    assert new_events[0].payload["reset_from"] == ResetPoint(run_id=old, seq=4)
     assert [(e.type, e.payload) for e in new_events[1:4]] == [
         (e.type, e.payload) for e in old_events[1:4]
     ]

@@ -24,11 +24,19 @@ from pathlib import Path
 from typing import Any
 
 import msgpack
+import msgspec
 import pytest
 
-import amber.history
 from amber.abi import WorkflowStatus
-from amber.history import CLOSING_EVENTS, Event, EventType
+from amber.history import (
+    CLOSING_EVENTS,
+    PAYLOAD_TYPES,
+    Event,
+    EventType,
+    Payload,
+    decode_payload,
+    encode_payload,
+)
 from amber.runtime.client._client import decode
 from amber.runtime.model._clock import from_ms, to_ms
 from amber.runtime.model._faults import NonDeterminism
@@ -61,8 +69,8 @@ HOST_FAILURES = frozenset({"amber.HistoryLimitExceeded"})
 
 
 def wire_map(event: Event) -> dict[str, Any]:
-    """The event's payload as its msgpack wire map (bytes stay bytes)."""
-    doc: dict[str, Any] = msgpack.unpackb(amber.history.encode_payload(event.payload), raw=False)
+    """The event's payload as its msgpack wire map, as stored (bytes stay bytes)."""
+    doc: dict[str, Any] = msgpack.unpackb(event.raw, raw=False)
     return doc
 
 
@@ -74,7 +82,7 @@ def load_golden(name: str) -> tuple[Event, ...]:
             run_id=doc["run_id"],
             seq=e["seq"],
             type=EventType(e["type"]),
-            payload=_from_json(e["payload"]),
+            raw=msgpack.packb(_from_json(e["payload"]), use_bin_type=True),
             digest=e["digest"],
             created_at=from_ms(e["time_ms"]),
         )
@@ -158,6 +166,43 @@ def test_a_golden_loads_as_the_history_it_recorded(name: str) -> None:
         assert _to_json(wire_map(event)) == stored["payload"]  # nothing lost on the way in
     closing = [e for e in events if e.type in CLOSING_EVENTS]
     assert len(closing) <= 1, f"{name} closed {len(closing)} times"
+
+
+_UNDECLARED = object()
+
+
+def _defaults(cls: type[Payload]) -> dict[str, Any]:
+    """The wire form of each field's default (what a payload leaves out)."""
+    return {
+        f.encode_name: msgspec.msgpack.decode(msgspec.msgpack.encode(f.default))
+        for f in msgspec.structs.fields(cls)
+        if f.default is not msgspec.NODEFAULT
+    }
+
+
+LEGACY_KEYS = {(EventType.ACTIVITY_SCHEDULED, "max_attempts")}
+"""Keys earlier engines wrote that today's payload classes no longer declare (read, ignored)."""
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_golden_payload_reads_as_its_typed_class_losing_nothing(name: str) -> None:
+    for event in load_golden(name):
+        payload = event.payload  # strict: a key of the wrong type fails here
+        assert type(payload) is PAYLOAD_TYPES[event.type]
+        assert decode_payload(event.type, encode_payload(payload)) == payload
+        written, defaults = payload.to_doc(), _defaults(type(payload))
+        for key, value in wire_map(event).items():
+            if (event.type, key) in LEGACY_KEYS:
+                continue
+            # A key the class does not declare would be dropped; a default is left out.
+            assert key in written or value == defaults.get(key, _UNDECLARED), (
+                f"{name} #{event.seq}: {event.type.value}.{key} = {value!r} is lost"
+            )
+            if key in written:
+                assert written[key] == value, (
+                    f"{name} #{event.seq} {event.type.value}.{key}: {value!r} reads back as"
+                    f" {written[key]!r}"
+                )
 
 
 def _built(source: str, modules: dict[str, bytes]) -> set[str]:

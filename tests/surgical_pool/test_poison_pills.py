@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from amber.abi import InvalidInput
-from amber.history import EventType, RunStatus
+from amber.history import EventType, RunResumed, RunStatus
 from amber.runtime.client._client import decode
 from amber.runtime.model._bundle import Bundle
 from amber.runtime.model._clock import Clock, ManualClock, SystemClock
@@ -214,15 +214,15 @@ def test_a_crashing_activity_is_poisoned_served_by_the_surgical_pool_suspended_t
     (resumed_event,) = [e for e in events if e.type is EventType.RUN_RESUMED]
     old = failures[0].digest
     assert migrated.payload["from"] == old and migrated.payload["to"] == fixed
-    assert resumed_event.payload == {
-        "action": "resume",
-        "by": "alice",
-        "reason": "crash_on fixed in v2",
-        "from": old,
-        "to": fixed,
-        "step": None,
-        "suspended": True,
-    }
+    assert resumed_event.payload == RunResumed(
+        action="resume",
+        by="alice",
+        reason="crash_on fixed in v2",
+        from_digest=old,
+        to=fixed,
+        step=None,
+        suspended=True,
+    )
     (done,) = [e for e in events if e.type is EventType.ACTIVITY_COMPLETED]
     assert done.digest == fixed, "the poisoned activity ran on the fixed version"
 
