@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING
 
 from ._runs import _COLUMNS as _RUN_COLUMNS
 from ._runs import Run, _run
-from ._tasks import CLAIM_UPDATE, TASK_COLUMNS, Task, _task, claim_params, lock_leased_task_txn
+from ._tasks import (
+    CLAIM_RUN_UPDATE,
+    CLAIM_UPDATE,
+    TASK_COLUMNS,
+    Task,
+    _task,
+    claim_params,
+    lock_leased_task_txn,
+)
 
 if TYPE_CHECKING:
     from ._database import Cursor
@@ -21,14 +29,24 @@ _SELECT = ", ".join(
 
 
 def claim_task_with_run_txn(
-    cur: Cursor, *, queue: str, worker: str, now: datetime, lease: timedelta, pool: str = "main"
+    cur: Cursor,
+    *,
+    queue: str,
+    worker: str,
+    now: datetime,
+    lease: timedelta,
+    pool: str = "main",
+    run_id: str | None = None,
 ) -> tuple[Task, Run | None] | None:
-    """`claim_task_txn`, and the claimed task's run as it stands (not locked; None if the run
-    no longer exists)."""
+    """`claim_task_txn` (only among the tasks of run `run_id`, when given), and the claimed
+    task's run as it stands (not locked; None if the run no longer exists)."""
+    params = claim_params(queue=queue, worker=worker, now=now, lease=lease, pool=pool)
+    params["run"] = run_id
+    update = CLAIM_UPDATE if run_id is None else CLAIM_RUN_UPDATE
     cur.execute(
-        f"WITH c AS ({CLAIM_UPDATE} RETURNING *) SELECT {_SELECT}"
+        f"WITH c AS ({update} RETURNING *) SELECT {_SELECT}"
         " FROM c LEFT JOIN amber_runs r ON r.run_id = c.run_id",
-        claim_params(queue=queue, worker=worker, now=now, lease=lease, pool=pool),
+        params,
     )
     row = cur.fetchone()
     if row is None:

@@ -279,6 +279,11 @@ CLAIM_UPDATE = (
 )
 """Lease the oldest visible pending task of a queue and pool (parameters: `claim_params`)."""
 
+CLAIM_RUN_UPDATE = CLAIM_UPDATE.replace(
+    "AND state = 'pending'", "AND run_id = %(run)s AND state = 'pending'"
+)
+"""`CLAIM_UPDATE` among one run's tasks (parameter `run` as well)."""
+
 
 def claim_params(
     *, queue: str, worker: str, now: datetime, lease: timedelta, pool: str

@@ -43,8 +43,11 @@ from amber.runtime.model import (
     FailureReport,
     LeasedTask,
     NewCommand,
+    Recorded,
+    Reported,
     RunCheck,
     RunDescription,
+    ThenWorkflow,
     TriageOutcome,
     WorkflowCompletion,
     from_ms,
@@ -586,6 +589,34 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         upgrade_to=msg.upgrade_to,
         pool=msg.pool or "main",
         crash_count=msg.crash_count,
+    )
+
+
+def then_workflow_to_pb(request: pb.CompleteTaskRequest, then: ThenWorkflow) -> None:
+    request.then_workflow.CopyFrom(workflow_completion_to_pb(then.done))
+    request.then_digest = then.digest
+
+
+def then_workflow_from_pb(request: pb.CompleteTaskRequest) -> ThenWorkflow | None:
+    if not request.HasField("then_workflow"):
+        return None
+    done = workflow_completion_from_pb(request.then_workflow)
+    return ThenWorkflow(done=done, digest=request.then_digest)
+
+
+def recorded_to_pb(recorded: Recorded) -> pb.CompleteTaskResponse:
+    return pb.CompleteTaskResponse(
+        next=claimed_to_pb(recorded.next) if recorded.next is not None else None,
+        appended=[event_to_pb(e) for e in recorded.appended],
+        combined=recorded.combined,
+    )
+
+
+def reported_from_pb(run_id: str, msg: pb.CompleteTaskResponse) -> Reported:
+    return Reported(
+        next=leased_from_pb(msg.next) if msg.HasField("next") else None,
+        appended=tuple(event_from_pb(run_id, e) for e in msg.appended),
+        combined=msg.combined,
     )
 
 

@@ -748,7 +748,7 @@ class ActivityCompletion(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., result: _Optional[bytes] = ..., error: _Optional[_Union[ErrorInfo, _Mapping]] = ...) -> None: ...
 
 class CompleteTaskRequest(_message.Message):
-    __slots__ = ("task_id", "fencing", "worker_id", "workflow", "activity", "stats", "want_next", "next_queue", "run_id")
+    __slots__ = ("task_id", "fencing", "worker_id", "workflow", "activity", "stats", "want_next", "next_queue", "run_id", "then_workflow", "then_digest")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -758,6 +758,8 @@ class CompleteTaskRequest(_message.Message):
     WANT_NEXT_FIELD_NUMBER: _ClassVar[int]
     NEXT_QUEUE_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    THEN_WORKFLOW_FIELD_NUMBER: _ClassVar[int]
+    THEN_DIGEST_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     worker_id: str
@@ -767,13 +769,19 @@ class CompleteTaskRequest(_message.Message):
     want_next: bool
     next_queue: str
     run_id: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowCompletion, _Mapping]] = ..., activity: _Optional[_Union[ActivityCompletion, _Mapping]] = ..., stats: _Optional[_Union[ActivationStats, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
+    then_workflow: WorkflowCompletion
+    then_digest: str
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., worker_id: _Optional[str] = ..., workflow: _Optional[_Union[WorkflowCompletion, _Mapping]] = ..., activity: _Optional[_Union[ActivityCompletion, _Mapping]] = ..., stats: _Optional[_Union[ActivationStats, _Mapping]] = ..., want_next: _Optional[bool] = ..., next_queue: _Optional[str] = ..., run_id: _Optional[str] = ..., then_workflow: _Optional[_Union[WorkflowCompletion, _Mapping]] = ..., then_digest: _Optional[str] = ...) -> None: ...
 
 class CompleteTaskResponse(_message.Message):
-    __slots__ = ("next",)
+    __slots__ = ("next", "appended", "combined")
     NEXT_FIELD_NUMBER: _ClassVar[int]
+    APPENDED_FIELD_NUMBER: _ClassVar[int]
+    COMBINED_FIELD_NUMBER: _ClassVar[int]
     next: Task
-    def __init__(self, next: _Optional[_Union[Task, _Mapping]] = ...) -> None: ...
+    appended: _containers.RepeatedCompositeFieldContainer[Event]
+    combined: bool
+    def __init__(self, next: _Optional[_Union[Task, _Mapping]] = ..., appended: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., combined: _Optional[bool] = ...) -> None: ...
 
 class Failure(_message.Message):
     __slots__ = ("reason", "message", "trap_code", "fuel_used", "memory_bytes", "step", "has_step", "trace_id", "host_calls", "repro")

@@ -22,9 +22,11 @@ from amber.runtime.model import (
     FailureReport,
     HeartbeatAck,
     LeasedTask,
+    Reported,
     RunCheck,
     RunDescription,
     StartResult,
+    ThenWorkflow,
     TriageOutcome,
     WorkflowCompletion,
     from_ms,
@@ -535,10 +537,25 @@ class AmberClient:
         stats: ActivationStats | None = None,
     ) -> LeasedTask | None:
         """Report a workflow activation; with `next_queue`, lease the next task in the same call."""
+        return self.report_workflow(
+            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
+        ).next
+
+    def report_workflow(
+        self,
+        task: LeasedTask,
+        done: WorkflowCompletion,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+    ) -> Reported:
+        """`complete_workflow`, with the events it appended (for a worker keeping the run's
+        history)."""
         request = pb.CompleteTaskRequest(
             stats=m.stats_to_pb(task, stats), workflow=m.workflow_completion_to_pb(done)
         )
-        return self._report(self._stub.CompleteTask, request, task, worker_id, next_queue)
+        return self._reported(request, task, worker_id, next_queue)
 
     def complete_activity(
         self,
@@ -550,10 +567,40 @@ class AmberClient:
         stats: ActivationStats | None = None,
     ) -> LeasedTask | None:
         """Report an activity's outcome; with `next_queue`, lease the next task in the same call."""
+        return self.report_activity(
+            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats
+        ).next
+
+    def report_activity(
+        self,
+        task: LeasedTask,
+        outcome: ActivityOutcome,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+        then: ThenWorkflow | None = None,
+    ) -> Reported:
+        """`complete_activity`; with `then`, the run's next workflow activation, run by the
+        worker after this activity, applied with it if the run has not moved on
+        (`Reported.combined` says whether it was)."""
         request = pb.CompleteTaskRequest(
             stats=m.stats_to_pb(task, stats), activity=m.activity_completion_to_pb(outcome)
         )
-        return self._report(self._stub.CompleteTask, request, task, worker_id, next_queue)
+        if then is not None:
+            m.then_workflow_to_pb(request, then)
+        return self._reported(request, task, worker_id, next_queue)
+
+    def _reported(
+        self,
+        request: pb.CompleteTaskRequest,
+        task: LeasedTask,
+        worker_id: str,
+        next_queue: str | None,
+    ) -> Reported:
+        self._fill(request, task, worker_id, next_queue)
+        response = self._call(self._stub.CompleteTask, request)
+        return m.reported_from_pb(task.run_id, response)
 
     def fail_task(
         self,
@@ -578,6 +625,17 @@ class AmberClient:
         worker_id: str,
         next_queue: str | None,
     ) -> LeasedTask | None:
+        """Send a task outcome; returns the next task leased with it, if any."""
+        self._fill(request, task, worker_id, next_queue)
+        return _next(self._call(rpc, request))
+
+    @staticmethod
+    def _fill(
+        request: pb.CompleteTaskRequest | pb.FailTaskRequest,
+        task: LeasedTask,
+        worker_id: str,
+        next_queue: str | None,
+    ) -> None:
         """Fill in what every task outcome carries: the lease, the worker, the next task wanted."""
         request.task_id = task.task_id
         request.fencing = task.fencing
@@ -585,7 +643,6 @@ class AmberClient:
         request.run_id = task.run_id
         request.want_next = next_queue is not None
         request.next_queue = next_queue or ""
-        return _next(self._call(rpc, request))
 
     def heartbeat(
         self, task: LeasedTask, *, worker_id: str, details: bytes | None = None

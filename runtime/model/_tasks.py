@@ -122,3 +122,37 @@ class ActivationStats:
     host_calls: int
     duration_s: float
     logs: tuple[tuple[int, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThenWorkflow:
+    """The run's next workflow activation, which a worker ran itself right after an activity of
+    the run completed: on its copy of the history with that activity's `ActivityCompleted` at
+    the end. Reported with the activity; the server applies both in one transaction when the
+    run's head is still where the worker saw it, and otherwise records the activity alone."""
+
+    done: WorkflowCompletion
+    digest: str
+    """The version the activation replayed on (it must be the run's pinned one)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """What recording a task's outcome did (server side)."""
+
+    next: ClaimedTask | None = None
+    """The worker's next task, when it asked for one (eager dispatch)."""
+    appended: tuple[Event, ...] = ()
+    """The events appended at the head the worker saw (workflow activations, combined
+    reports); empty when they went elsewhere or not at all."""
+    combined: bool = False
+    """A `ThenWorkflow` was applied with its activity."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reported:
+    """What reporting a task's outcome did (client side): `Recorded` as the worker sees it."""
+
+    next: LeasedTask | None = None
+    appended: tuple[Event, ...] = ()
+    combined: bool = False

@@ -376,7 +376,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         with audit:
             if which == "workflow":
                 done = m.workflow_completion_from_pb(request.workflow)
-                claimed = self._tasks.complete_workflow(
+                recorded = self._tasks.complete_workflow(
                     task_id=request.task_id,
                     fencing=request.fencing,
                     done=done,
@@ -384,17 +384,17 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
                     fuel=request.stats.fuel_used,
                 )
             elif which == "activity":
-                outcome = m.activity_completion_from_pb(request.activity)
-                claimed = self._tasks.complete_activity(
+                recorded = self._tasks.complete_activity(
                     task_id=request.task_id,
                     fencing=request.fencing,
-                    outcome=outcome,
+                    outcome=m.activity_completion_from_pb(request.activity),
                     claim_next=claim,
                     fuel=request.stats.fuel_used,
+                    then=m.then_workflow_from_pb(request),
                 )
             else:
                 raise InvalidInput("CompleteTask needs a workflow or an activity completion")
-        return pb.CompleteTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
+        return m.recorded_to_pb(recorded)
 
     @_rpc
     def FailTask(self, request: pb.FailTaskRequest, context: Any) -> pb.FailTaskResponse:

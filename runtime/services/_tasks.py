@@ -8,6 +8,7 @@ enqueued, the finished task deleted, the failure counted — commit together or 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -18,10 +19,10 @@ from amber.abi import (
     NAME,
     ActivityOutcome,
     ActivityStatus,
+    AmberError,
     InvalidInput,
     ScheduleActivity,
     StartChild,
-    WorkflowStatus,
 )
 from amber.history import (
     QUERIES_CHANNEL,
@@ -31,19 +32,13 @@ from amber.history import (
     Database,
     Discarded,
     LeaseLost,
-    Lineage,
     NewEvent,
-    Payload,
     QueryAnswer,
     Run,
-    RunClosing,
-    RunContinuedAsNew,
-    RunStatus,
     Task,
     TaskKind,
     TaskState,
     VersionConflict,
-    append_events_txn,
     claim_task_with_run_txn,
     defer_task_txn,
     delete_task_txn,
@@ -60,6 +55,8 @@ from amber.history import (
     read_events_txn,
     record_discarded_txn,
     release_task_txn,
+    run_tasks_txn,
+    savepoint,
     take_leased_task_with_run_txn,
     timed_out_tasks_txn,
     try_lock_run_txn,
@@ -72,17 +69,21 @@ from amber.runtime.model import (
     HeartbeatAck,
     NewCommand,
     PayloadTooLarge,
+    Recorded,
+    ThenWorkflow,
     WorkflowCompletion,
-    new_run_id,
 )
 from amber.versions import OK, UnknownWorkflowType, rollout_of_txn
 
+from ._activation import ActivationWriter, Outcome
 from ._attempts import Attempts, FailedAttempt, timeout_kind
 from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
-from ._lifecycle import Lifecycle, RunSpec, Wake, closing_event, execution_deadline
-from ._migration import Counted, UpgradeReport, checked_answer, upgrade_txn
+from ._lifecycle import Lifecycle, Wake
+from ._migration import UpgradeReport, checked_answer, upgrade_txn
 from ._notify import Notifier, poke
 from ._stats import HealthCounter
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,18 +93,13 @@ class Claim:
     queue: str
     worker: str
     pool: str = "main"
+    affine_run: str = ""
+    """Prefer a task of this run (one its report just scheduled: run-affine dispatch)."""
 
 
 _UPGRADE_CACHE_S = 5.0
 _READS = frozenset({TaskKind.QUERY, TaskKind.CHECK})
 """Tasks that only read a run (a replay that appends nothing); answered, never retried."""
-
-_STATUS_CLOSING = {
-    WorkflowStatus.COMPLETED: RunStatus.COMPLETED,
-    WorkflowStatus.FAILED: RunStatus.FAILED,
-    WorkflowStatus.CANCELLED: RunStatus.CANCELLED,
-    WorkflowStatus.CONTINUE_AS_NEW: RunStatus.CONTINUED_AS_NEW,
-}
 
 
 class TaskService:
@@ -122,6 +118,7 @@ class TaskService:
         self._notifier = notifier
         self._life = life
         self._attempts = Attempts(life.clock, life.settings, life)
+        self._writer = ActivationWriter(life)
         self._health = health or HealthCounter()
         self._upgrades: dict[str, tuple[str | None, float]] = {}
 
@@ -135,6 +132,7 @@ class TaskService:
 
     def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
         now = self._clock.now()
+        affine = claim.affine_run or None
         while True:
             claimed = claim_task_with_run_txn(
                 cur,
@@ -143,7 +141,11 @@ class TaskService:
                 now=now,
                 lease=self._settings.lease,
                 pool=claim.pool,
+                run_id=affine,
             )
+            if claimed is None and affine is not None:  # none of that run's: the oldest one
+                affine = None
+                continue
             if claimed is None:
                 return None
             task, run = claimed
@@ -185,26 +187,28 @@ class TaskService:
         return target
 
     def _record(
-        self, body: Callable[[Cursor, list[Counted]], list[Wake]], claim: Claim | None, fuel: int
-    ) -> ClaimedTask | None:
-        """Run an outcome's transaction, leasing the next task in it when asked to; then count
-        the activations it judged for their versions' health (by the digest on the server's
-        own record, never the one a worker names)."""
-        counted: list[Counted] = []
+        self, body: Callable[[Cursor, Outcome], list[Wake]], claim: Claim | None, fuel: int
+    ) -> Recorded:
+        """Run an outcome's transaction, leasing the next task in it when asked to (one of the
+        activities it just scheduled, if any); then count the activations it judged for their
+        versions' health (by the digest on the server's own record, never a worker's)."""
+        out = Outcome()
 
         def txn(cur: Cursor) -> tuple[list[Wake], ClaimedTask | None]:
-            counted.clear()  # a retried transaction counts once
-            wakes = body(cur, counted)
-            return wakes, None if claim is None else self._claim_txn(cur, claim)
+            out.clear()  # a retried transaction starts over
+            wakes = body(cur, out)
+            if claim is None:
+                return wakes, None
+            return wakes, self._claim_txn(cur, replace(claim, affine_run=out.affine_run))
 
         wakes, claimed = self._db.run(txn)
         if claimed is not None and claim is not None:  # that task needs no poller
             with contextlib.suppress(ValueError):
                 wakes.remove((TASKS_CHANNEL, claim.queue))
         poke(self._notifier, wakes)
-        for digest, kind, reason in counted:
+        for digest, kind, reason in out.counted:
             self._health.record(digest, kind, reason, fuel)
-        return claimed
+        return Recorded(next=claimed, appended=tuple(out.appended), combined=out.combined)
 
     def next_visible(self, queue: str, pool: str = "main") -> datetime | None:
         """When the queue's next pending task in `pool` becomes visible (None: none pending)."""
@@ -256,7 +260,7 @@ class TaskService:
         done: WorkflowCompletion,
         claim_next: Claim | None = None,
         fuel: int = 0,
-    ) -> ClaimedTask | None:
+    ) -> Recorded:
         """Append a workflow activation's commands (and closing event) under its lease.
 
         Returns the worker's next task when `claim_next` asks for one. Raises `LeaseLost` for a
@@ -266,9 +270,7 @@ class TaskService:
         self._check_commands(done.commands, done.result)
         try:
             return self._record(
-                lambda cur, counted: self._complete_workflow_txn(
-                    cur, task_id, fencing, done, counted
-                ),
+                lambda cur, out: self._complete_workflow_txn(cur, task_id, fencing, done, out),
                 claim_next,
                 fuel,
             )
@@ -309,9 +311,8 @@ class TaskService:
         task_id: int,
         fencing: int,
         done: WorkflowCompletion,
-        counted: list[Counted],
+        out: Outcome,
     ) -> list[Wake]:
-        now = self._clock.now()
         task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
         if run is None or run.status.closed:
             delete_task_txn(cur, task_id)
@@ -319,75 +320,23 @@ class TaskService:
         report = UpgradeReport(migrate_to=done.migrate_to, failed=done.upgrade_failed)
         upgrade = upgrade_txn(cur, task, run, report)
         if upgrade is None:  # the offer was withdrawn meanwhile: run the activation again
-            release_task_txn(cur, task, now)
+            release_task_txn(cur, task, self._clock.now())
             notify_txn(cur, TASKS_CHANNEL, run.queue)
             return [(TASKS_CHANNEL, run.queue)]
-        run, digest, events = upgrade.run, upgrade.digest, list(upgrade.events)
-        counted.append((digest, task.kind.value, OK))
+        out.counted.append((upgrade.digest, task.kind.value, OK))
         if upgrade.failed_on is not None:
-            counted.append((upgrade.failed_on, task.kind.value, FailureReason.NON_DETERMINISM))
-        effects = self._life.command_events_txn(cur, run, digest, done.commands)
-        events += effects.events
-        closing, closed, next_run = self._closing(run, done)
-        if closing is not None:
-            events.append(closing_event(closing, digest, closed=closed))
-        commands = (done.commands[0].cmd, len(done.commands)) if done.commands else None
-        size = append_events_txn(
+            out.counted.append((upgrade.failed_on, task.kind.value, FailureReason.NON_DETERMINISM))
+        applied = self._writer.apply_txn(
             cur,
-            run.run_id,
-            events,
-            expected_last_seq=done.expected_last_seq,
-            now=now,
-            commands=commands,
+            upgrade.run,
+            upgrade.digest,
+            done,
+            after_seq=done.expected_last_seq,
+            prefix=upgrade.events,
+            task_id=task_id,
+            out=out,
         )
-        wakes = list(effects.wakes)
-        if closing is not None:
-            wakes += self._life.close_txn(cur, run, closing, None)
-            if next_run is not None:
-                (started,) = read_events_txn(cur, run.run_id, limit=1)
-                next_run = replace(next_run, execution_deadline=execution_deadline(started))
-                wakes += self._life.create_run_txn(cur, next_run)[1]
-            return wakes
-        delete_task_txn(cur, task_id)
-        if effects.reactivate or done.reactivate:
-            wakes += self._life.enqueue_workflow_txn(cur, run)
-        return wakes + self._life.check_limits_txn(cur, run, size)
-
-    @staticmethod
-    def _closing(
-        run: Run, done: WorkflowCompletion
-    ) -> tuple[RunClosing | None, Payload | None, RunSpec | None]:
-        """How the run closes (None: it does not), the event's payload where the closing does
-        not say it all, and the run to start next (continue-as-new)."""
-        status = _STATUS_CLOSING.get(done.status)
-        if status is None:
-            return None, None, None
-        error_type = done.error.type if done.error else None
-        message = done.error.message if done.error else None
-        if status is RunStatus.CONTINUED_AS_NEW:
-            assert done.result is not None
-            spec = RunSpec(
-                run_id=new_run_id(),
-                tenant=run.tenant,
-                workflow_id=run.workflow_id,
-                workflow_type=run.workflow_type,
-                digest=run.digest,
-                queue=run.queue,
-                input=done.result,
-                new_chain=False,
-                parent_run_id=run.parent_run_id,
-                parent_cmd=run.parent_cmd,
-                parent_close_policy=run.parent_close_policy,
-                lineage=Lineage(continued_from=run.run_id),
-                inherit_from=run.run_id,
-            )
-            closing = RunClosing(status=status)
-            continued = RunContinuedAsNew(next_run_id=spec.run_id, input=done.result)
-            return closing, continued, spec
-        closing = RunClosing(
-            status=status, result=done.result, error_type=error_type, error_message=message
-        )
-        return closing, None, None
+        return applied.wakes
 
     def _drop_stale_txn(self, cur: Cursor, task_id: int, fencing: int) -> list[Wake]:
         try:
@@ -411,21 +360,33 @@ class TaskService:
         outcome: ActivityOutcome,
         claim_next: Claim | None = None,
         fuel: int = 0,
-    ) -> ClaimedTask | None:
+        then: ThenWorkflow | None = None,
+    ) -> Recorded:
         """Record an activity attempt's outcome: its result, a retry, or its final failure.
 
-        Returns the worker's next task when `claim_next` asks for one. Raises `LeaseLost` for a
-        stale worker: a late duplicate result is rejected here.
+        With `then` (a completed activity only), the run's next workflow activation, which the
+        worker ran itself, is applied in the same transaction when the run's head is still where
+        the worker saw it; otherwise the activity is recorded alone and the run's workflow task
+        runs as usual (`Recorded.combined` says which). Returns the worker's next task when
+        `claim_next` asks for one. Raises `LeaseLost` for a stale worker: a late duplicate result
+        is rejected here.
         """
         if outcome.result is not None and len(outcome.result) > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
                 f"activity result is {len(outcome.result)} bytes;"
                 f" the limit is {self._settings.max_payload_bytes}"
             )
-
         ok = outcome.status is ActivityStatus.COMPLETED
+        if then is not None:
+            try:
+                if not ok:
+                    raise InvalidInput("only a completed activity carries a workflow activation")
+                self._check_commands(then.done.commands, then.done.result)
+            except AmberError as exc:  # the workflow task will meet it, and report it, itself
+                _log.info("task %d: activation not applied with the activity: %s", task_id, exc)
+                then = None
 
-        def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
+        def txn(cur: Cursor, out: Outcome) -> list[Wake]:
             if ok:  # the task ends here whatever the run's state: delete it as it is locked
                 task, run = take_leased_task_with_run_txn(cur, task_id, fencing)
             else:
@@ -434,13 +395,17 @@ class TaskService:
                 if not ok:
                     delete_task_txn(cur, task_id)
                 return []
-            counted.append((task.digest, task.kind.value, OK if ok else "application_error"))
+            out.counted.append((task.digest, task.kind.value, OK if ok else "application_error"))
             if ok:
                 assert outcome.result is not None
                 completed = ActivityCompleted(
                     cmd=task.activity_cmd, result=outcome.result, attempt=task.attempt
                 )
                 event = NewEvent(completed, task.digest)
+                if then is not None:
+                    combined = self._combined_txn(cur, run, event, then, out)
+                    if combined is not None:
+                        return combined
                 return self._life.deliver_txn(cur, run, event)
             assert outcome.error is not None
             failure = FailureReport(
@@ -452,6 +417,34 @@ class TaskService:
             )
 
         return self._record(txn, claim_next, fuel)
+
+    def _combined_txn(
+        self, cur: Cursor, run: Run, completed: NewEvent, then: ThenWorkflow, out: Outcome
+    ) -> list[Wake] | None:
+        """Append an activity's completion and the activation the worker ran after it, or None
+        (nothing written) when the run is not where the worker saw it: history moved on, the
+        run moved to another version or waits for one, or a workflow task is already due."""
+        if (
+            then.done.expected_last_seq != run.last_seq + 1
+            or then.digest != run.digest
+            or run.suspension is not None
+            or self._upgrade_target(cur, run.workflow_type) not in (None, run.digest)
+            or any(t.kind is not TaskKind.ACTIVITY for t in run_tasks_txn(cur, run.run_id))
+        ):
+            return None
+        try:
+            with savepoint(cur, "amber_combined"):
+                applied = self._writer.apply_txn(
+                    cur, run, run.digest, then.done, after_seq=run.last_seq,
+                    prefix=(completed,), out=out,
+                )  # fmt: skip
+        except VersionConflict:  # its command indexes are not the run's next ones
+            out.appended.clear()
+            out.affine_run = ""
+            return None
+        out.combined = True
+        out.counted.append((run.digest, TaskKind.WORKFLOW.value, OK))
+        return applied.wakes
 
     def fail(
         self,
@@ -467,10 +460,10 @@ class TaskService:
         Returns the worker's next task when `claim_next` asks for one.
         """
 
-        def txn(cur: Cursor, counted: list[Counted]) -> list[Wake]:
+        def txn(cur: Cursor, out: Outcome) -> list[Wake]:
             task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
             if task.kind not in _READS:
-                counted.append((task.digest, task.kind.value, failure.reason))
+                out.counted.append((task.digest, task.kind.value, failure.reason))
             if task.kind in _READS:
                 answer = QueryAnswer(
                     result=None, error_type=failure.reason, message=failure.message
@@ -488,7 +481,7 @@ class TaskService:
             )
             return self._attempts.fail_txn(cur, attempt)
 
-        return self._record(txn, claim_next, failure.fuel_used or 0)
+        return self._record(txn, claim_next, failure.fuel_used or 0).next
 
     def complete_query(self, *, task_id: int, fencing: int, answer: QueryAnswer) -> None:
         """Hand a query's answer to the server waiting for it. Raises `LeaseLost`."""

@@ -19,12 +19,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from opentelemetry.trace import Span, Tracer
 
-from amber.abi import ActivityInput, AmberError, ErrorInfo, RetryableError, pack
-from amber.history import Event, LeaseLost, TaskKind, VersionConflict
+from amber.abi import (
+    ActivityInput,
+    ActivityOutcome,
+    ActivityStatus,
+    AmberError,
+    ErrorInfo,
+    RetryableError,
+    WorkflowStatus,
+    pack,
+)
+from amber.history import ActivityCompleted, Event, LeaseLost, TaskKind, VersionConflict
 from amber.runtime.client import AmberClient
 from amber.runtime.model import (
     Clock,
@@ -37,6 +46,7 @@ from amber.runtime.model import (
     PayloadTooLarge,
     RemoteError,
     SystemClock,
+    ThenWorkflow,
     WorkflowCompletion,
     to_ms,
 )
@@ -57,9 +67,11 @@ from amber.runtime.sandbox import (
 )
 
 from ._heartbeat import Heartbeats
+from ._histories import RunCopies, RunCopy
 from ._tracing import tracer
 
 _log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +91,9 @@ class WorkerSettings:
     release_on_start: bool = False
     """`worker_id` is stable across restarts and unique among live workers: on start, give up
     the leases a previous process under it held, instead of waiting for them to expire."""
+    run_copies: int = 1024
+    """Histories of recently served runs kept, so that after an activity completes the worker
+    runs the workflow's next activation itself and reports both at once (0: never)."""
 
 
 class DetailedTrace(Protocol):
@@ -118,10 +133,14 @@ class Worker:
         self._heartbeat.start()
         self._tracer = spans or tracer()
         self._counting = threading.Lock()
+        combine = self.settings.pool == "main" and detail is None
+        self._copies = RunCopies(self.settings.run_copies if combine else 0)
         self._slot = threading.local()
         """Per slot: when the task it runs started (for giving up on a report)."""
         self.completed = 0
         self.failed = 0
+        self.combined = 0
+        """Activities reported together with the workflow activation that followed them."""
 
     def stop(self) -> None:
         self._stop.set()
@@ -252,9 +271,7 @@ class Worker:
             _log.exception("worker error on task %d", task.task_id)
             return self._report(task, FailureReport(reason="worker_error", message=repr(exc)))
 
-    def _deliver(
-        self, task: LeasedTask, send: Callable[[], LeasedTask | None]
-    ) -> LeasedTask | None:
+    def _deliver(self, task: LeasedTask, send: Callable[[], T]) -> T:
         """Send a task's outcome, retrying through server or database outages.
 
         Resending is safe — the fencing token makes a duplicate a `LeaseLost` — and cheaper than
@@ -373,22 +390,14 @@ class Worker:
         span.set_attribute("amber.step", step.first_new_cmd)
         span.set_attribute("amber.fuel_used", step.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
-        done = WorkflowCompletion(
-            expected_last_seq=step.expected_last_seq,
-            commands=tuple(
-                NewCommand(cmd=step.first_new_cmd + i, command=c)
-                for i, c in enumerate(step.new_commands)
-            ),
-            status=step.status,
-            result=step.result,
-            error=step.error,
-            reactivate=step.reactivate,
+        done = replace(
+            _completion(step),
             migrate_to=task.upgrade_to if failed_upgrade is None and task.upgrade_to else "",
             upgrade_failed=failed_upgrade,
         )
-        next_task = self._deliver(
+        reported = self._deliver(
             task,
-            lambda: self._client.complete_workflow(
+            lambda: self._client.report_workflow(
                 task,
                 done,
                 worker_id=self.settings.worker_id,
@@ -396,9 +405,78 @@ class Worker:
                 stats=step.stats,
             ),
         )
+        self._keep_copy(task, done, reported.appended)
         with self._counting:
             self.completed += 1
-        return next_task
+        return reported.next
+
+    def _keep_copy(
+        self, task: LeasedTask, done: WorkflowCompletion, appended: tuple[Event, ...]
+    ) -> None:
+        """Keep the run's history as this report left it, if the run goes on."""
+        if self._copies.capacity <= 0:
+            return
+        copy = RunCopy(
+            run_id=task.run_id,
+            workflow_type=task.name,
+            digest=done.migrate_to or task.digest,
+            input=task.input,
+            events=task.events,
+        ).extended(appended)
+        if copy is None or done.status is not WorkflowStatus.SUSPENDED:
+            self._copies.drop(task.run_id)
+        else:
+            self._copies.put(copy)
+
+    def _then_workflow(
+        self, task: LeasedTask, outcome: ActivityOutcome
+    ) -> tuple[ThenWorkflow, RunCopy] | None:
+        """The run's next activation after this activity's completion, run on the worker's copy
+        of the history (None: no copy, or the activation failed: the workflow task runs it)."""
+        copy = self._copies.get(task.run_id)
+        if copy is None or outcome.status is not ActivityStatus.COMPLETED:
+            return None
+        assert outcome.result is not None
+        completed = Event.of(
+            run_id=task.run_id,
+            seq=copy.head + 1,
+            payload=ActivityCompleted(cmd=task.cmd, result=outcome.result, attempt=task.attempt),
+            digest=task.digest,
+            created_at=self._clock.now(),
+        )
+        seen = copy.extended((completed,))
+        assert seen is not None
+        activation = WorkflowActivation(
+            run_id=task.run_id,
+            workflow_type=copy.workflow_type,
+            digest=copy.digest,
+            input=copy.input,
+            events=seen.events,
+            limits=self.settings.workflow_limits,
+        )
+        attributes: dict[str, str | int] = {
+            "amber.run_id": task.run_id,
+            "amber.task_kind": TaskKind.WORKFLOW.value,
+            "amber.name": copy.workflow_type,
+            "amber.attempt": 1,
+            "amber.module_digest": copy.digest,
+            "amber.pool": self.settings.pool,
+            "amber.after_activity": task.cmd,
+        }
+        with self._tracer.start_as_current_span("amber.workflow", attributes=attributes) as span:
+            try:
+                step = activate_workflow(self._sandbox, activation)
+            except GuestFault as fault:  # its workflow task meets it again and reports it
+                span.set_attribute("amber.failure", fault.reason.value)
+                _log.info(
+                    "run %s: next activation left to its workflow task: %s", task.run_id, fault
+                )
+                self._copies.drop(task.run_id)
+                return None
+            span.set_attribute("amber.step", step.first_new_cmd)
+            span.set_attribute("amber.fuel_used", step.stats.fuel_used)
+            span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
+        return ThenWorkflow(done=_completion(step), digest=copy.digest), copy
 
     def _run_query(self, task: LeasedTask) -> None:
         """Replay the run and answer with its published value; nothing is appended."""
@@ -462,16 +540,41 @@ class Worker:
         )
         span.set_attribute("amber.fuel_used", report.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", report.stats.memory_bytes)
-        next_task = self._deliver(
+        then = self._then_workflow(task, report.outcome)
+        reported = self._deliver(
             task,
-            lambda: self._client.complete_activity(
+            lambda: self._client.report_activity(
                 task,
                 report.outcome,
                 worker_id=self.settings.worker_id,
                 next_queue=self._next_queue,
                 stats=report.stats,
+                then=None if then is None else then[0],
             ),
         )
-        with self._counting:
-            self.completed += 1
-        return next_task
+        span.set_attribute("amber.combined", reported.combined)
+        if then is not None:
+            copy = then[1].extended(reported.appended) if reported.combined else None
+            if copy is None or then[0].done.status is not WorkflowStatus.SUSPENDED:
+                self._copies.drop(task.run_id)
+            else:
+                self._copies.put(copy)
+        with self._counting:  # an activation applied with the activity counts as one more
+            self.completed += 1 + reported.combined
+            self.combined += reported.combined
+        return reported.next
+
+
+def _completion(step: WorkflowStep) -> WorkflowCompletion:
+    """What a workflow activation reports."""
+    return WorkflowCompletion(
+        expected_last_seq=step.expected_last_seq,
+        commands=tuple(
+            NewCommand(cmd=step.first_new_cmd + i, command=c)
+            for i, c in enumerate(step.new_commands)
+        ),
+        status=step.status,
+        result=step.result,
+        error=step.error,
+        reactivate=step.reactivate,
+    )
