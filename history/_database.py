@@ -1,9 +1,15 @@
 """The connection pool and the transaction discipline every store method follows.
 
 Public store methods own their transaction through `Database.run`, which retries the whole
-function on serialization failures (40001), deadlocks
-and lost connections. Everything else propagates. Functions handed to `run` must therefore have
-no side effects outside the transaction.
+function on serialization failures (40001), deadlocks and lost connections. Everything else
+propagates. Functions handed to `run` must therefore have no side effects outside the
+transaction.
+
+A connection lost while COMMIT is in flight leaves the outcome unknown: the transaction may have
+committed. Retrying it blindly could apply it twice (a signal without a request id, an audit
+record), so `run` learns the transaction's id before committing and, if the commit's answer is
+lost, asks PostgreSQL on a fresh connection whether that id committed (`pg_xact_status`): it
+returns the result if so, and retries only if not.
 """
 
 from __future__ import annotations
@@ -117,18 +123,23 @@ class Database:
         self.close()
 
     def run(self, fn: Callable[[Cursor], T]) -> T:
-        """Run `fn(cursor)` in one transaction, retrying it on transient failures."""
+        """Run `fn(cursor)` in one transaction, retrying it on transient failures (never one
+        that committed: see the module's docstring)."""
         delay = 0.01
         for attempt in range(1, self._attempts + 1):
             conn: psycopg.Connection[Any] | None = None
+            step = _Step()
             try:
-                with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                    return fn(cur)
+                with self._pool.connection() as conn:
+                    return _transaction(conn, fn, step)
             except pgerrors.UniqueViolation as exc:
                 raise DuplicateRow(f"a concurrent write took the same key: {exc}") from exc
             except (psycopg.Error, PoolTimeout) as exc:
                 if not _transient(exc, conn):
                     raise
+                if step.committing and step.xid is not None and self._committed(step.xid):
+                    _log.warning("commit answer lost (%s); the transaction committed", exc)
+                    return step.result  # type: ignore[return-value]
                 if attempt == self._attempts:
                     raise StoreUnavailable(f"database unavailable: {exc}") from exc
                 _log.warning("transient database error (attempt %d): %s", attempt, exc)
@@ -136,12 +147,63 @@ class Database:
                 delay = min(delay * 4, 1.0)
         raise AssertionError("unreachable")
 
+    def _committed(self, xid: str) -> bool:
+        """Whether transaction `xid` committed, asked on a fresh connection (waiting while it is
+        still in progress); `StoreUnavailable` if that cannot be known."""
+        deadline = time.monotonic() + self._connect_timeout_s * 3
+        status: str | None
+        while True:
+            try:
+                with psycopg.connect(
+                    self.dsn, autocommit=True, connect_timeout=int(self._connect_timeout_s)
+                ) as conn:
+                    row = conn.execute("SELECT pg_xact_status(%s::xid8)", (xid,)).fetchone()
+            except psycopg.OperationalError as exc:
+                status = f"unknown ({exc})"
+            else:
+                status = row[0] if row is not None else None
+                if status in ("committed", "aborted"):
+                    return bool(status == "committed")
+                if status is None:  # too old to tell: cannot happen seconds after the commit
+                    raise StoreUnavailable(f"the outcome of transaction {xid} is unknown")
+            if time.monotonic() >= deadline:
+                raise StoreUnavailable(f"the outcome of transaction {xid} is {status}")
+            time.sleep(0.05)
+
     def connect(self) -> psycopg.Connection[tuple[object, ...]]:
         """A dedicated autocommit connection outside the pool (for LISTEN)."""
         try:
             return psycopg.connect(self.dsn, autocommit=True)
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+
+
+class _Step:
+    """How far a transaction got: its id (once it wrote) and whether COMMIT was sent."""
+
+    __slots__ = ("committing", "result", "xid")
+
+    def __init__(self) -> None:
+        self.xid: str | None = None
+        self.committing = False
+        self.result: object = None
+
+
+def _transaction(conn: psycopg.Connection[Any], fn: Callable[[Cursor], T], step: _Step) -> T:
+    try:
+        with conn.cursor() as cur:
+            result = fn(cur)
+            # NULL for a transaction that wrote nothing: retrying that one is always safe.
+            cur.execute("SELECT pg_current_xact_id_if_assigned()::text")
+            row = cur.fetchone()
+        step.xid, step.result, step.committing = (row[0] if row else None), result, True
+        conn.commit()
+        return result
+    except BaseException:
+        if not step.committing and not conn.closed and not conn.broken:
+            with contextlib.suppress(psycopg.Error):
+                conn.rollback()
+        raise
 
 
 @contextlib.contextmanager

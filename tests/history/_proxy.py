@@ -3,7 +3,9 @@
 Modelled on psycopg_pool's own proxy fixture: clients connect to `127.0.0.1:<port>`; each
 connection is forwarded to the real server (TCP, or the server's unix socket when the DSN names a
 socket directory, as the embedded server's does). `cut()` drops every live connection and makes
-new ones fail until `restore()`.
+new ones fail until `restore()`. `lose_commit_answer()` lets the next COMMIT reach the server,
+waits for the server's answer, and cuts that connection instead of passing the answer on: the
+commit happened, and the client cannot know it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class PgProxy:
         self._lock = threading.Lock()
         self._live: set[socket.socket] = set()
         self._refusing = False
+        self._lose_commit = threading.Event()
+        self.commits_lost = 0
         self._stopped = threading.Event()
         self._acceptor = threading.Thread(target=self._accept_loop, name="pg-proxy", daemon=True)
         self._acceptor.start()
@@ -62,6 +66,10 @@ class PgProxy:
             live = list(self._live)
         for sock in live:
             _shutdown(sock)
+
+    def lose_commit_answer(self) -> None:
+        """Cut the connection whose next COMMIT goes through, after the server answered it."""
+        self._lose_commit.set()
 
     def restore(self) -> None:
         """Accept and forward connections again."""
@@ -122,6 +130,11 @@ class PgProxy:
                         if not data:
                             return
                         peers[source].sendall(data)
+                        if source is client and _is_commit(data) and self._lose_commit.is_set():
+                            self._lose_commit.clear()
+                            upstream.recv(65536)  # the server committed and answered: drop it
+                            self.commits_lost += 1
+                            return
             except OSError:
                 return
             finally:
@@ -130,6 +143,11 @@ class PgProxy:
                 for sock in peers:
                     _shutdown(sock)
                     sock.close()
+
+
+def _is_commit(data: bytes) -> bool:
+    """A simple-protocol query message holding just COMMIT (how psycopg commits)."""
+    return data.startswith(b"Q") and data[5:].rstrip(b"\x00").strip().upper() == b"COMMIT"
 
 
 def _shutdown(sock: socket.socket) -> None:

@@ -254,3 +254,42 @@ def test_a_connection_lost_mid_transaction_commits_nothing_and_is_retried(
         through_proxy.run(txn)
     assert len(calls) == 2
     assert _count_runs(db) == 1
+
+
+def test_a_commit_whose_answer_is_lost_is_not_applied_twice(
+    proxy: PgProxy, database_url: str, db: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The server commits, the connection is cut before its answer arrives: a blind retry would
+    # insert the run again (a DuplicateRow here; a second signal, say, where nothing is unique).
+    run_id = str(uuid.uuid4())
+    calls: list[int] = []
+
+    def txn(cur: Cursor) -> str:
+        calls.append(1)
+        insert_run_txn(cur, _new_run(run_id))
+        return run_id
+
+    with Database(proxy.dsn(database_url), attempts=5, connect_timeout_s=3) as through_proxy:
+        proxy.lose_commit_answer()
+        with caplog.at_level(logging.WARNING, logger="amber.history"):
+            assert through_proxy.run(txn) == run_id
+    assert proxy.commits_lost == 1
+    assert calls == [1], "the committed transaction ran again"
+    assert _count_runs(db) == 1
+    assert "the transaction committed" in caplog.text
+
+
+def test_a_read_only_transaction_is_retried_whatever_happened_to_its_commit(
+    proxy: PgProxy, database_url: str
+) -> None:
+    calls: list[int] = []
+
+    def txn(cur: Cursor) -> str:
+        calls.append(1)
+        return _current_database(cur)
+
+    with Database(proxy.dsn(database_url), attempts=5, connect_timeout_s=3) as through_proxy:
+        proxy.lose_commit_answer()
+        assert through_proxy.run(txn)
+    assert proxy.commits_lost == 1
+    assert len(calls) == 2  # it wrote nothing, so running it again is the safe answer

@@ -241,3 +241,64 @@ def test_an_activity_blocked_past_its_deadline_fails_typed_and_the_worker_goes_o
     (failure,) = srv.client.describe(napping).recent_failures
     assert failure.reason == "deadline" and "sleep" in failure.message
     assert srv.client.result(napping).status is RunStatus.RUNNING  # a crash: counted, retried
+
+
+@pytest.fixture
+def quiet_proxied_server(
+    database_url: str, db: Database
+) -> Iterator[tuple[InProcessServer, PgProxy]]:
+    """A server whose database is behind a proxy, with no sweeps of its own: every transaction
+    through the proxy is one a test asked for."""
+    upstream = upstream_of(database_url)
+    if upstream is None:
+        pytest.skip("cannot tell where the test database listens")
+    proxy = PgProxy(upstream)
+    from amber.runtime.model._clock import SystemClock
+    from amber.runtime.model._settings import EngineSettings
+
+    proxied_db = Database(proxy.dsn(database_url), connect_timeout_s=2, attempts=3).open()
+    settings = EngineSettings(sweep_interval=timedelta(hours=1))
+    server = AmberServer(proxied_db, listen="127.0.0.1:0", settings=settings)
+    port = server.start()
+    client = AmberClient(f"127.0.0.1:{port}", timeout_s=20)
+    yield InProcessServer(server=server, client=client, clock=SystemClock(), target=""), proxy
+    client.close()
+    server.stop(grace_s=0.5)
+    proxied_db.close()
+    proxy.close()
+
+
+def test_commits_whose_answer_is_lost_apply_once(
+    quiet_proxied_server: tuple[InProcessServer, PgProxy],
+    modules: dict[str, bytes],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The connection drops right after the server committed: a signal (which has no key that
+    # would refuse a second copy) and combined activity + workflow reports must apply once.
+    srv, proxy = quiet_proxied_server
+    srv.client.upload_version(modules["chain"], promote=True)
+    run_id = srv.client.start_run("chain", {"k": 3, "value": 0}).run.run_id
+    proxy.lose_commit_answer()
+    srv.client.signal(run_id, "nudge", {"n": 1})
+    assert proxy.commits_lost == 1
+    history = srv.client.history(run_id)
+    assert [e.type for e in history].count(EventType.SIGNAL_RECEIVED) == 1
+
+    real = srv.client.report_activity
+    combined: list[bool] = []
+
+    def losing_its_answer(task: LeasedTask, outcome: object, **kwargs: object) -> object:
+        proxy.lose_commit_answer()
+        reported = real(task, outcome, **kwargs)  # type: ignore[arg-type]
+        combined.append(reported.combined)
+        return reported
+
+    monkeypatch.setattr(srv.client, "report_activity", losing_its_answer)
+    run = drive(make_worker(srv.client, sandbox), srv.client, run_id, 60)
+    assert run.status is RunStatus.COMPLETED and decode(run.result) == {"value": 3}
+    assert proxy.commits_lost == 4 and any(combined)
+    events = srv.client.history(run_id)
+    completed = [e.payload for e in events if e.type is EventType.ACTIVITY_COMPLETED]
+    assert Counter(p["cmd"] for p in completed) == {0: 1, 1: 1, 2: 1}
+    assert [e.type for e in events].count(EventType.RUN_COMPLETED) == 1
