@@ -3,9 +3,10 @@
 The engine side — crash counting, fingerprints, poisoning, suspension and the audited triage
 commands — lives in `runtime` and `history`, where the transactions that record failures are.
 This package holds what runs *outside* the server: the surgical worker, which serves only
-poisoned tasks and runs each activation in its own OS process (`IsolatedSandbox`) with a span
-per replayed event and per host call (`SurgicalTrace`), and the offline replay of an exported
-bundle (`replay_bundle`), which needs no database.
+poisoned tasks and runs each activation in its own OS process (`runtime.sandbox`'s
+`IsolatedSandbox`, re-exported here) with a span per replayed event and per host call
+(`SurgicalTrace`), and the offline replay of an exported bundle (`replay_bundle`), which needs
+no database.
 
 Rejected: a separate queue (table) for poisoned tasks — moving a task between two queues can
 lose it; a fork of the worker for the surgical pool — one code path means what the surgical
@@ -18,7 +19,8 @@ from amber import _checkout
 _checkout.alias(__name__)
 
 
-from ._isolated import ChildStartFailed, IsolatedSandbox
+from amber.runtime.sandbox import ChildStartFailed, IsolatedSandbox
+
 from ._replay import ReplayResult, SandboxFactory, failure_to_replay, replay_bundle
 from ._tracing import SurgicalTrace
 from ._worker import SURGICAL_MEMORY_BYTES, SurgicalWorker, surgical_settings

@@ -14,9 +14,9 @@ from opentelemetry.trace import Tracer
 
 from amber.runtime.client import AmberClient
 from amber.runtime.model import Clock, SystemClock
+from amber.runtime.sandbox import IsolatedSandbox
 from amber.runtime.worker import Worker, WorkerSettings
 
-from ._isolated import IsolatedSandbox
 from ._tracing import SurgicalTrace
 
 SURGICAL_MEMORY_BYTES = 32 * 1024 * 1024

@@ -4,6 +4,7 @@ bodies in `_processes`)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -37,6 +38,13 @@ def register(
     p.add_argument("--pool", choices=["main", "surgical"], default="main")
     p.add_argument(
         "--slots", type=int, default=8, help="tasks run at once (the surgical pool runs one)"
+    )
+    p.add_argument(
+        "--guests",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="guests run at once: one in the worker process, the others in reused child"
+        " processes (default: the number of cores; 1 runs everything in process)",
     )
     p.add_argument("--queue", default="main")
     p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")

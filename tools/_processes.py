@@ -23,7 +23,7 @@ from amber.history import Database, amber_home, resolve_database_url
 from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
 from amber.runtime.client import AmberClient
 from amber.runtime.model import EngineSettings, SystemClock
-from amber.runtime.sandbox import Sandbox, SandboxEngine, SandboxLimits
+from amber.runtime.sandbox import ParallelSandbox, SandboxEngine, SandboxLimits, guest_runner
 from amber.runtime.server import AmberServer, ApprovalPageOptions
 from amber.runtime.worker import Worker, WorkerSettings, configure_tracing
 
@@ -144,11 +144,23 @@ def work(args: argparse.Namespace) -> int:
         pool = SurgicalWorker(client, settings, artifact_dir=artifacts)
         worker, close = pool.worker, pool.close
     else:
+        if not 1 <= args.guests <= 64:
+            raise InvalidInput("--guests must be between 1 and 64")
         engine = SandboxEngine(artifacts)
-        worker, close = (
-            Worker(client, Sandbox(engine, SystemClock(), client.get_module), settings),
-            engine.close,
+        runner = guest_runner(
+            engine,
+            SystemClock(),
+            client.get_module,
+            artifact_dir=artifacts,
+            guests=min(args.guests, settings.slots),
         )
+
+        def close() -> None:
+            if isinstance(runner, ParallelSandbox):
+                runner.close()
+            engine.close()
+
+        worker = Worker(client, runner, settings)
     stop = threading.Event()
     on_signals(stop)
 

@@ -1,5 +1,7 @@
 """The wasmtime sandbox: one engine per process, cached artifacts, the fast call path, host
-imports (including the HTTP capability), fuel, memory and deadline limits, and activation repros.
+imports (including the HTTP capability), fuel, memory and deadline limits, activation repros,
+and guests in child processes: one fresh process per activation (`IsolatedSandbox`, the surgical
+pool's isolation) or reused ones for a worker's parallel guests (`ParallelSandbox`).
 
 Rule: the only sub-package that imports wasmtime; it imports `model` and nothing else of the
 runtime.
@@ -12,6 +14,8 @@ from ._fastcall import exports
 from ._fastcall import exports as instance_exports
 from ._host import MAX_RECORD_DETAIL, ActivationKind, ActivityHost, HostCallObserver, HostCallRecord
 from ._http import HttpPolicy, check_capabilities, http_policy
+from ._isolated import ChildStartFailed, IsolatedSandbox
+from ._parallel import ParallelSandbox, guest_runner
 from ._recording import RecordingSandbox
 from ._repro import Repro, repro_of
 from ._sandbox import (
@@ -29,9 +33,12 @@ __all__ = [
     "ActivationKind",
     "ActivationRequest",
     "ActivityHost",
+    "ChildStartFailed",
     "HostCallObserver",
     "HostCallRecord",
     "HttpPolicy",
+    "IsolatedSandbox",
+    "ParallelSandbox",
     "RawOutput",
     "RecordingSandbox",
     "Repro",
@@ -42,6 +49,7 @@ __all__ = [
     "check_capabilities",
     "exports",
     "fresh_store",
+    "guest_runner",
     "http_policy",
     "instance_exports",
     "repro_of",

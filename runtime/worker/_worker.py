@@ -86,8 +86,9 @@ class WorkerSettings:
     workflow_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=5.0))
     activity_limits: SandboxLimits = field(default_factory=lambda: SandboxLimits(deadline_s=60.0))
     slots: int = 1
-    """Tasks run at once. Guest code still runs one activation at a time per process (the
-    sandbox's lock); more slots overlap the server round trips between activations."""
+    """Tasks run at once: they overlap the server round trips between activations, and run
+    guest code at the same moment as far as the sandbox allows (`ParallelSandbox`: one guest
+    in process, the others in child processes)."""
     release_on_start: bool = False
     """`worker_id` is stable across restarts and unique among live workers: on start, give up
     the leases a previous process under it held, instead of waiting for them to expire."""
@@ -112,7 +113,7 @@ class DetailedTrace(Protocol):
 
 
 class Worker:
-    """Serves one queue until stopped. Runs one activation at a time."""
+    """Serves one queue until stopped, `settings.slots` tasks at a time."""
 
     def __init__(
         self,

@@ -40,7 +40,9 @@ from amber.runtime.model._faults import (
 )
 from amber.runtime.replay._replay import WorkflowActivation, activate_workflow
 from amber.runtime.sandbox._engine import SandboxEngine
+from amber.runtime.sandbox._frames import FAULT_TYPES, fault_frame, fault_from_frame
 from amber.runtime.sandbox._host import ActivationKind, ActivityHost, HostCallRecord
+from amber.runtime.sandbox._isolated import IsolatedSandbox
 from amber.runtime.sandbox._sandbox import (
     ActivationRequest,
     RawOutput,
@@ -48,8 +50,6 @@ from amber.runtime.sandbox._sandbox import (
     SandboxLimits,
     SandboxRunner,
 )
-from amber.surgical_pool._frames import FAULT_TYPES, fault_frame, fault_from_frame
-from amber.surgical_pool._isolated import IsolatedSandbox
 from amber.versions import InvalidModule, VersionNotFound, validate_module
 
 LIMITS = SandboxLimits(fuel=50_000_000, memory_bytes=16 * 2**20, deadline_s=2.0)

@@ -2,7 +2,7 @@
 
 The surgical pool serves poisoned tasks, whose guests may take down whatever process hosts them
 (a wasmtime bug, a host-side memory blow-up, a test guest calling `test_exit`). Each activation
-therefore runs in a fresh `python -m amber.surgical_pool._child` process driving an ordinary
+therefore runs in a fresh `python -m amber.runtime.sandbox._child` process driving an ordinary
 `Sandbox` on the same on-disk artifact cache (a module compiles once for every process). The parent:
 
 - sends the request over the child's stdin and serves its frames (`_frames`) until the final
@@ -54,15 +54,7 @@ from pathlib import Path
 from types import TracebackType
 
 from amber.abi import AmberError, ManifestError, RetryableError, read_manifest
-from amber.runtime.model import Clock, HostCrash, ModuleUnavailable
-from amber.runtime.sandbox import (
-    ActivationRequest,
-    ActivityHost,
-    HostCallRecord,
-    HttpPolicy,
-    RawOutput,
-    http_policy,
-)
+from amber.runtime.model import Clock, GuestFault, HostCrash, ModuleUnavailable, SystemClock
 
 from ._frames import (
     Frame,
@@ -73,8 +65,11 @@ from ._frames import (
     record_from_frame,
     request_frame,
 )
+from ._host import ActivityHost, HostCallRecord
+from ._http import HttpPolicy, http_policy
+from ._sandbox import ActivationRequest, RawOutput
 
-CHILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "amber.surgical_pool._child")
+CHILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "amber.runtime.sandbox._child")
 """How a child is started; its artifact directory and memory cap are appended."""
 MAX_HEARTBEAT_BYTES = 64 * 1024
 """Largest heartbeat details a child may pass up (the host import's own cap)."""
@@ -101,6 +96,8 @@ class _Child:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.pipe = FramePipe(self.proc.stdin.fileno(), self.proc.stdout.fileno())
         self.released_at = 0.0
+        self.ready = False
+        """It said `ready` (a reused child says it once)."""
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -108,9 +105,11 @@ class _Child:
     def start(self, request: Frame, deadline: float) -> bool:
         """Wait for `ready`, then hand over the request; False if the child died first."""
         try:
-            frame = self.pipe.receive(deadline)
-            if frame is None or frame.get("t") != "ready":
-                return False
+            if not self.ready:
+                frame = self.pipe.receive(deadline)
+                if frame is None or frame.get("t") != "ready":
+                    return False
+                self.ready = True
             self.pipe.send(request, deadline)
         except (BrokenPipeError, TimeoutError, FrameError):
             return False
@@ -174,8 +173,13 @@ class IsolatedSandbox:
         kill_grace_s: float = 5.0,
         start_timeout_s: float = 60.0,
         keep_spare: bool = True,
+        reuse: int = 0,
         child_command: Sequence[str] = CHILD_COMMAND,
     ) -> None:
+        """`reuse` > 0 keeps up to that many children after their activation ended (with an
+        output or a guest fault) and hands them the next ones: a child then costs a start-up
+        once, not per activation. The surgical pool does not reuse: a guest that crashed
+        anything gets a process nobody ran before."""
         self._module_source = module_source
         self._clock = clock
         self._on_host_call = on_host_call
@@ -189,6 +193,10 @@ class IsolatedSandbox:
         """Children that sent their last frame, not yet reaped."""
         self._closed = False
         self._modules: OrderedDict[str, _ModuleInfo] = OrderedDict()
+        self._reuse = reuse
+        self._idle: list[_Child] = []
+        """Reusable children waiting for a request."""
+        self._own_clock = isinstance(clock, SystemClock)
 
     def activities(self, digest: str) -> frozenset[str]:
         """The activity names a module version declares (read from its manifest, in process)."""
@@ -207,18 +215,30 @@ class IsolatedSandbox:
         child = self._started_child(request)
         try:
             raw = self._serve(child, request)
+        except GuestFault as fault:
+            if not isinstance(fault, HostCrash):  # the child answered: as good as before
+                self._done_with(child)
+            raise  # (a crashed child was closed where the crash was found)
         except BaseException:
             child.close()
             raise
         else:
-            # The child exits by itself after its last frame; waiting for that here would add
-            # a process teardown to every activation, so it is reaped later.
-            child.release()
-            with self._lock:
-                self._exiting.append(child)
+            self._done_with(child)
         finally:
             self._refill()
         return raw
+
+    def _done_with(self, child: _Child) -> None:
+        """Keep a child that answered for the next activation, or let it exit."""
+        with self._lock:
+            if self._reuse > 0 and not self._closed and len(self._idle) < self._reuse:
+                self._idle.append(child)
+                return
+        # The child exits by itself after its last frame; waiting for that here would add a
+        # process teardown to every activation, so it is reaped later.
+        child.release()
+        with self._lock:
+            self._exiting.append(child)
 
     def close(self) -> None:
         """Kill the spare child; later activations start their own."""
@@ -226,8 +246,12 @@ class IsolatedSandbox:
             self._closed = True
             spare, self._spare = self._spare, None
             exiting, self._exiting = self._exiting, []
+            idle, self._idle = self._idle, []
         if spare is not None:
             spare.close()
+        for child in idle:
+            child.release()  # it sees its pipe close and exits
+            exiting.append(child)
         for child in exiting:
             child.close(self._kill_grace_s)
 
@@ -245,7 +269,12 @@ class IsolatedSandbox:
     # ---- children --------------------------------------------------------------------------
 
     def _started_child(self, request: ActivationRequest) -> _Child:
-        frame = request_frame(request)
+        frame = request_frame(
+            request,
+            reuse=self._reuse > 0,
+            own_clock=self._own_clock,
+            observe=request.observer is not None or self._on_host_call is not None,
+        )
         status = "did not start"
         for _ in range(2):  # a spare may have died while it waited: then start a fresh one
             child = self._take_spare() or _Child(self._command)
@@ -255,8 +284,12 @@ class IsolatedSandbox:
         raise ChildStartFailed(f"the sandbox host process {status} before taking the request")
 
     def _take_spare(self) -> _Child | None:
+        spare: _Child | None
         with self._lock:
-            spare, self._spare = self._spare, None
+            if self._idle:
+                spare = self._idle.pop()
+            else:
+                spare, self._spare = self._spare, None
         if spare is not None and not spare.alive():
             spare.close()
             return None

@@ -33,14 +33,9 @@ from amber.runtime.model import (
     NonDeterminism,
     OutOfFuel,
 )
-from amber.runtime.sandbox import (
-    MAX_RECORD_DETAIL,
-    ActivationKind,
-    ActivationRequest,
-    HostCallRecord,
-    RawOutput,
-    SandboxLimits,
-)
+
+from ._host import MAX_RECORD_DETAIL, ActivationKind, HostCallRecord
+from ._sandbox import ActivationRequest, RawOutput, SandboxLimits
 
 MAX_FRAME_BYTES = 64 * 1024 * 1024
 """The largest frame either side accepts (an envelope is capped at 4 MiB, a module at 8 MiB)."""
@@ -186,9 +181,22 @@ class FramePipe:
 # ---- what the frames carry -------------------------------------------------------------------
 
 
-def request_frame(request: ActivationRequest) -> Frame:
-    """The `run` frame: the request without its callables (the child proxies those back)."""
+def request_frame(
+    request: ActivationRequest,
+    *,
+    reuse: bool = False,
+    own_clock: bool = False,
+    observe: bool = True,
+) -> Frame:
+    """The `run` frame: the request without its callables (the child proxies those back).
+
+    `reuse`: the child waits for another request afterwards instead of exiting. `own_clock`:
+    the child reads the system clock itself instead of asking the parent (whose clock is the
+    system clock). `observe`: the child streams a record of every host call."""
     return {
+        "reuse": reuse,
+        "own_clock": own_clock,
+        "observe": observe,
         "t": "run",
         "kind": request.kind.value,
         "digest": request.digest,

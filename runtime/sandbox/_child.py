@@ -1,13 +1,15 @@
-"""The child process of `IsolatedSandbox`: runs exactly one activation, then exits.
+"""The child process of `IsolatedSandbox`: runs one activation (or, reused, one after another).
 
-Started as `python -m amber.surgical_pool._child ARTIFACT_DIR MEMORY_BYTES` with pipes on stdin and
-stdout (stderr is the parent's). It caps its own memory, builds its engine on the parent's
-artifact cache, says `ready`, and waits for one `run` frame (a spare child may wait a long time,
-and exits quietly if the parent closes the pipe instead). It then runs the activation in an
-ordinary `Sandbox`: host imports that reach outside the process (`now`, `heartbeat`,
-`cancel_requested`, and the module bytes on a cache miss) become `call` frames answered by the
-parent; every host call is streamed as a `record` frame as it ends; the last frame is the
-`output` or the `fault`. A guest fault is an answer, not a crash: only a dead process is.
+Started as `python -m amber.runtime.sandbox._child ARTIFACT_DIR MEMORY_BYTES` with pipes on
+stdin and stdout (stderr is the parent's). It caps its own memory, builds its engine on the
+parent's artifact cache, says `ready`, and waits for a `run` frame (a spare child may wait a
+long time, and exits quietly if the parent closes the pipe instead). It runs the activation in
+an ordinary `Sandbox`: host imports that reach outside the process (`now` unless the request
+lets it read the system clock, `heartbeat`, `cancel_requested`, and the module bytes on a cache
+miss) become `call` frames answered by the parent; host calls are streamed as `record` frames
+when the request asks; the last frame is the `output` or the `fault`. A guest fault is an
+answer, not a crash: only a dead process is. A request marked `reuse` is followed by waiting
+for the next one; otherwise the child exits.
 """
 
 from __future__ import annotations
@@ -20,15 +22,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from amber.runtime.model import GuestFault
-from amber.runtime.sandbox import (
-    ActivationKind,
-    ActivationRequest,
-    ActivityHost,
-    HostCallRecord,
-    Sandbox,
-    SandboxEngine,
-)
 
+from ._engine import SandboxEngine
 from ._frames import (
     Frame,
     fault_frame,
@@ -38,12 +33,14 @@ from ._frames import (
     record_frame,
     write_frame,
 )
+from ._host import ActivationKind, ActivityHost, HostCallRecord
+from ._sandbox import ActivationRequest, Sandbox
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def limit_memory(max_bytes: int) -> None:
-    """Cap this process's writable memory (RLIMIT_DATA; see `surgical_pool._isolated`)."""
+    """Cap this process's writable memory (RLIMIT_DATA; see `_isolated`)."""
     resource.setrlimit(resource.RLIMIT_DATA, (max_bytes, max_bytes))
 
 
@@ -52,6 +49,8 @@ class _Parent:
 
     def __init__(self, reader: IO[bytes], writer: IO[bytes]) -> None:
         self._reader, self._writer = reader, writer
+        self.own_clock = False
+        """The current request lets this process read the system clock itself."""
 
     def send(self, frame: Frame) -> None:
         write_frame(self._writer, frame)
@@ -72,6 +71,8 @@ class _Parent:
 
     def now(self) -> datetime:
         """The parent's clock, exactly (microseconds since the epoch)."""
+        if self.own_clock:
+            return datetime.now(UTC)
         return EPOCH + timedelta(microseconds=self.call("now"))
 
     def module(self, digest: str) -> bytes:
@@ -99,7 +100,7 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
         limits=limits_from_doc(frame["limits"]),
         query=frame["query"],
         activity=activity,
-        observer=parent.record,
+        observer=parent.record if frame.get("observe", True) else None,
     )
 
 
@@ -112,19 +113,22 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     parent = _Parent(sys.stdin.buffer, frames_out)
-    engine = SandboxEngine(artifact_dir, max_modules=1)
+    engine = SandboxEngine(artifact_dir, max_modules=8)
     sandbox = Sandbox(engine, parent, parent.module)
     parent.send({"t": "ready", "pid": os.getpid()})
-    frame = parent.receive()
-    if frame is None:
-        return 0  # a spare the parent no longer needs
-    try:
-        raw = sandbox.run(_request(frame, parent, sandbox))  # loading the module may fault too
-    except GuestFault as fault:
-        parent.send(fault_frame(fault))
-    else:
-        parent.send(output_frame(raw))
-    return 0
+    while True:
+        frame = parent.receive()
+        if frame is None:
+            return 0  # a spare, or a reused child, the parent no longer needs
+        parent.own_clock = bool(frame.get("own_clock"))
+        try:
+            raw = sandbox.run(_request(frame, parent, sandbox))  # loading may fault too
+        except GuestFault as fault:
+            parent.send(fault_frame(fault))
+        else:
+            parent.send(output_frame(raw))
+        if not frame.get("reuse"):
+            return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,99 @@
+"""`ParallelSandbox`: up to N guests at once per worker, so that one long guest never stalls the
+others.
+
+wasmtime-py cannot run guests on several threads of one process safely: a host import's Python
+exception (how a workflow suspends) travels through a module global that another thread can take
+or overwrite (measured: 4-19 % of calls got the other thread's exception, field notes
+execution-costs.md §3). So one guest runs in the worker process itself — the fast path, no IPC —
+and while it is busy, the next ones run in reused child processes (`IsolatedSandbox` with
+`reuse`), each with its own engine on the shared artifact cache: processes scale with the cores.
+A lone stream of activations never leaves the process; a fuel bomb holding the in-process
+sandbox for seconds only moves the others to a child.
+
+Rejected: threads (above); a child per activation (the surgical pool's isolation costs a process
+start-up each); all guests in children (a pipe round trip and a copy of every envelope even when
+nothing else runs).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from amber.runtime.model import Clock
+
+from ._engine import SandboxEngine
+from ._http import HttpPolicy
+from ._isolated import IsolatedSandbox
+from ._sandbox import ActivationRequest, RawOutput, Sandbox
+
+
+class ParallelSandbox:
+    """A `SandboxRunner` running up to `guests` activations at once: one in process, the rest in
+    reused child processes. Callers beyond `guests` wait for one to end."""
+
+    def __init__(self, inline: Sandbox, overflow: IsolatedSandbox, guests: int) -> None:
+        if guests < 2:
+            raise ValueError("a parallel sandbox runs at least two guests; use Sandbox for one")
+        self._inline = inline
+        self._overflow = overflow
+        self._running = threading.BoundedSemaphore(guests)
+        self._inline_free = threading.Lock()
+        self.guests = guests
+        self._counting = threading.Lock()
+        self.in_children = 0
+        """Activations that ran in a child (the in-process sandbox was busy)."""
+
+    def activities(self, digest: str) -> frozenset[str]:
+        return self._inline.activities(digest)
+
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        return self._inline.http_policy(digest)
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        """Run one activation in process if it is free, else in a child."""
+        with self._running:
+            if self._inline_free.acquire(blocking=False):
+                try:
+                    return self._inline.run(request)
+                finally:
+                    self._inline_free.release()
+            with self._counting:
+                self.in_children += 1
+            return self._overflow.run(request)
+
+    def close(self) -> None:
+        """Stop the waiting children."""
+        self._overflow.close()
+
+    def __enter__(self) -> ParallelSandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def guest_runner(
+    engine: SandboxEngine,
+    clock: Clock,
+    module_source: Callable[[str], bytes],
+    *,
+    artifact_dir: Path,
+    guests: int,
+) -> Sandbox | ParallelSandbox:
+    """The sandbox a worker runs its activations in: in process for one guest at a time, a
+    `ParallelSandbox` for more."""
+    inline = Sandbox(engine, clock, module_source)
+    if guests <= 1:
+        return inline
+    overflow = IsolatedSandbox(
+        module_source, clock, artifact_dir=artifact_dir, keep_spare=False, reuse=guests - 1
+    )
+    return ParallelSandbox(inline, overflow, guests)
