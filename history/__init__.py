@@ -68,8 +68,10 @@ if TYPE_CHECKING:
         verify_audit_txn,
     )
     from ._claims import (
+        Taken,
         claim_task_with_run_txn,
         lock_leased_task_with_run_txn,
+        take_leased_task_txn,
         take_leased_task_with_run_txn,
     )
     from ._database import Cursor, Database, is_transient, savepoint
@@ -416,6 +418,8 @@ _LAZY: dict[str, str] = {
     "store_footprint_txn": "_footprint",
     "surgical_failures_txn": "_poison",
     "suspend_run_txn": "_poison",
+    "Taken": "_claims",
+    "take_leased_task_txn": "_claims",
     "take_leased_task_with_run_txn": "_claims",
     "take_query_answer_txn": "_queries",
     "take_query_answers_txn": "_queries",
@@ -502,6 +506,7 @@ __all__ = [
     "StoreFootprint",
     "StoreUnavailable",
     "Suspension",
+    "Taken",
     "Task",
     "TaskKind",
     "TaskState",
@@ -610,6 +615,7 @@ __all__ = [
     "store_footprint_txn",
     "surgical_failures_txn",
     "suspend_run_txn",
+    "take_leased_task_txn",
     "take_leased_task_with_run_txn",
     "take_query_answer_txn",
     "take_query_answers_txn",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -80,6 +81,24 @@ def take_leased_task_with_run_txn(
     """Delete a task the caller holds (its outcome is final), returning it with its run locked
     (FOR UPDATE; None if the run no longer exists). Raises `LeaseLost` unless the caller holds
     the lease, and then deletes nothing."""
+    taken = take_leased_task_txn(cur, task_id, fencing)
+    return taken.task, taken.run
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Taken:
+    """A finished task, deleted, with its run locked."""
+
+    task: Task
+    run: Run | None
+    """None if the run no longer exists."""
+    others_due: bool
+    """The run has a task other than an activity (a workflow, query or check task)."""
+
+
+def take_leased_task_txn(cur: Cursor, task_id: int, fencing: int) -> Taken:
+    """`take_leased_task_with_run_txn`, also telling whether the run has other work than
+    activities queued (in the same statement)."""
     # The run row is locked (the materialised CTE the DELETE joins) before the task's, the
     # order closing a run takes (run, then its tasks), so the two cannot deadlock.
     cur.execute(
@@ -88,12 +107,13 @@ def take_leased_task_with_run_txn(
         " c AS (DELETE FROM amber_tasks t USING r WHERE t.task_id = %(task)s"
         "   AND t.fencing = %(fencing)s AND t.state = 'leased' AND t.run_id = r.run_id"
         "   RETURNING t.*)"
-        f" SELECT {_SELECT} FROM c, r",
+        f" SELECT {_SELECT}, EXISTS (SELECT 1 FROM amber_tasks o WHERE o.run_id = r.run_id"
+        "   AND o.kind <> 'activity') FROM c, r",
         {"task": task_id, "fencing": fencing},
     )
     row = cur.fetchone()
     if row is None:  # the lease is lost (raises), or the run is gone: the task goes alone
         task = lock_leased_task_txn(cur, task_id, fencing)
         cur.execute("DELETE FROM amber_tasks WHERE task_id = %s", (task_id,))
-        return task, None
-    return _task(row[:_TASK_N]), _run(row[_TASK_N:])
+        return Taken(task=task, run=None, others_due=False)
+    return Taken(task=_task(row[:_TASK_N]), run=_run(row[_TASK_N:-1]), others_due=bool(row[-1]))

@@ -55,9 +55,7 @@ from amber.history import (
     read_events_txn,
     record_discarded_txn,
     release_task_txn,
-    run_tasks_txn,
-    savepoint,
-    take_leased_task_with_run_txn,
+    take_leased_task_txn,
     timed_out_tasks_txn,
     try_lock_run_txn,
 )
@@ -387,8 +385,10 @@ class TaskService:
                 then = None
 
         def txn(cur: Cursor, out: Outcome) -> list[Wake]:
+            others_due = False
             if ok:  # the task ends here whatever the run's state: delete it as it is locked
-                task, run = take_leased_task_with_run_txn(cur, task_id, fencing)
+                taken = take_leased_task_txn(cur, task_id, fencing)
+                task, run, others_due = taken.task, taken.run, taken.others_due
             else:
                 task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
             if run is None or run.status.closed:
@@ -402,7 +402,7 @@ class TaskService:
                     cmd=task.activity_cmd, result=outcome.result, attempt=task.attempt
                 )
                 event = NewEvent(completed, task.digest)
-                if then is not None:
+                if then is not None and not others_due:
                     combined = self._combined_txn(cur, run, event, then, out)
                     if combined is not None:
                         return combined
@@ -422,26 +422,22 @@ class TaskService:
         self, cur: Cursor, run: Run, completed: NewEvent, then: ThenWorkflow, out: Outcome
     ) -> list[Wake] | None:
         """Append an activity's completion and the activation the worker ran after it, or None
-        (nothing written) when the run is not where the worker saw it: history moved on, the
-        run moved to another version or waits for one, or a workflow task is already due."""
+        (nothing written) when the run is not where the worker saw it: history moved on, its
+        commands are not the run's next ones, the run moved to another version or waits for
+        one. (The caller also declines when a workflow task is already due.) The run is locked,
+        so these checks hold until the append."""
+        commands = then.done.commands
         if (
             then.done.expected_last_seq != run.last_seq + 1
+            or (commands and commands[0].cmd != run.next_cmd)
             or then.digest != run.digest
             or run.suspension is not None
             or self._upgrade_target(cur, run.workflow_type) not in (None, run.digest)
-            or any(t.kind is not TaskKind.ACTIVITY for t in run_tasks_txn(cur, run.run_id))
         ):
             return None
-        try:
-            with savepoint(cur, "amber_combined"):
-                applied = self._writer.apply_txn(
-                    cur, run, run.digest, then.done, after_seq=run.last_seq,
-                    prefix=(completed,), out=out,
-                )  # fmt: skip
-        except VersionConflict:  # its command indexes are not the run's next ones
-            out.appended.clear()
-            out.affine_run = ""
-            return None
+        applied = self._writer.apply_txn(
+            cur, run, run.digest, then.done, after_seq=run.last_seq, prefix=(completed,), out=out
+        )
         out.combined = True
         out.counted.append((run.digest, TaskKind.WORKFLOW.value, OK))
         return applied.wakes
