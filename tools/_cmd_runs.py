@@ -38,15 +38,21 @@ def run_start(client: AmberClient, args: argparse.Namespace) -> int:
         execution_timeout_s=args.execution_timeout or 0.0,
         signal=args.signal or "",
         signal_payload=json.loads(args.signal_payload) if args.signal_payload else None,
+        signal_request_id=args.signal_request_id or "",
     )
     run = started.run
     if args.wait:
         run = client.result(run.run_id, wait_s=args.wait)
     if args.json:
-        out.emit_json({**out.run_json(run), "already_started": started.already_started})
+        doc = {**out.run_json(run), "already_started": started.already_started}
+        if args.signal:
+            doc.update(signalled=started.signalled, duplicate=started.duplicate)
+        out.emit_json(doc)
         return 0
     if started.already_started:
         print(f"workflow id {run.workflow_id} already started run {run.run_id}")
+    if started.duplicate:
+        print("signal not delivered: its request id was delivered before")
     print(out.run_text(run))
     return 0 if run.status.value != "failed" else 3
 
@@ -221,6 +227,9 @@ def register(
     p.add_argument("--execution-timeout", type=float, help="seconds before the run times out")
     p.add_argument("--signal", help="signal-with-start: deliver this signal (start if needed)")
     p.add_argument("--signal-payload", help="JSON payload of --signal")
+    p.add_argument(
+        "--signal-request-id", help="deduplication key of --signal (a redelivery is reported)"
+    )
     p.set_defaults(remote=run_start)
     p = run.add_parser("signal", parents=[common], help="send a signal to a run")
     p.add_argument("run_id", help="run id or workflow id")

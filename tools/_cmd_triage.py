@@ -223,7 +223,7 @@ def resume(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def retry(client: AmberClient, args: argparse.Namespace) -> int:
-    return _command(client, args, "retry")
+    return _command(client, args, "retry", version=args.version or "")
 
 
 def skip(client: AmberClient, args: argparse.Namespace) -> int:
@@ -281,10 +281,11 @@ def register(
         p.add_argument("--tenant")
         return p
 
-    p = command("resume", "continue a suspended run, optionally on a fixed version")
-    p.add_argument("--version", help="fixed version (digest, prefix or label)")
+    p = command("resume", "continue a suspended or poisoned run, optionally on a fixed version")
+    p.add_argument("--version", help="fixed version (digest, prefix or label): replay-gated")
     p.set_defaults(remote=resume)
-    p = command("retry", "run a poisoned task again now, on the same version")
+    p = command("retry", "run a poisoned task again now (on --version, replay-gated)")
+    p.add_argument("--version", help="fixed version (digest, prefix or label): replay-gated")
     p.set_defaults(remote=retry)
     p = command("skip", "complete a poisoned activity with a given result", bulk=False)
     p.add_argument("--step", type=int, required=True, help="the activity's command index")

@@ -99,14 +99,16 @@ class StartRunRequest(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., workflow_type: _Optional[str] = ..., workflow_id: _Optional[str] = ..., input: _Optional[bytes] = ..., version: _Optional[str] = ..., queue: _Optional[str] = ..., execution_timeout_ms: _Optional[int] = ..., signal_name: _Optional[str] = ..., signal_payload: _Optional[bytes] = ..., signal_request_id: _Optional[str] = ...) -> None: ...
 
 class StartRunResponse(_message.Message):
-    __slots__ = ("run", "already_started", "signalled")
+    __slots__ = ("run", "already_started", "signalled", "duplicate")
     RUN_FIELD_NUMBER: _ClassVar[int]
     ALREADY_STARTED_FIELD_NUMBER: _ClassVar[int]
     SIGNALLED_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     run: RunInfo
     already_started: bool
     signalled: bool
-    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., already_started: _Optional[bool] = ..., signalled: _Optional[bool] = ...) -> None: ...
+    duplicate: bool
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., already_started: _Optional[bool] = ..., signalled: _Optional[bool] = ..., duplicate: _Optional[bool] = ...) -> None: ...
 
 class SignalRunRequest(_message.Message):
     __slots__ = ("run_id", "tenant", "name", "payload", "request_id")

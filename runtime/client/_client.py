@@ -9,7 +9,12 @@ import grpc
 
 from amber.abi import ActivityOutcome, ErrorInfo, pack, unpack
 from amber.history import Approval, AuditEntry, AuditVerification, Event, Run, Troubled
-from amber.runtime.api import GRPC_OPTIONS, OPERATOR_TOKEN_HEADER, error_from_rpc
+from amber.runtime.api import (
+    GRPC_OPTIONS,
+    MAX_MESSAGE_BYTES,
+    OPERATOR_TOKEN_HEADER,
+    error_from_rpc,
+)
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.api import approval_mapping as am
@@ -22,6 +27,7 @@ from amber.runtime.model import (
     FailureReport,
     HeartbeatAck,
     LeasedTask,
+    PayloadTooLarge,
     Reported,
     RunCheck,
     RunDescription,
@@ -35,6 +41,8 @@ from amber.versions import ModuleVersion, TypeStatus, UploadResult
 
 T = TypeVar("T")
 DEFAULT_TARGET = "127.0.0.1:7233"
+_ENVELOPE_ROOM = 64 * 1024
+"""What a request needs besides its payload, within gRPC's message cap."""
 
 
 def encode(value: Any) -> bytes:
@@ -133,6 +141,7 @@ class AmberClient:
             run=m.run_from_pb(response.run),
             already_started=response.already_started,
             signalled=response.signalled,
+            duplicate=response.duplicate,
         )
 
     def signal(
@@ -231,6 +240,12 @@ class AmberClient:
     def upload_version(
         self, wasm: bytes, *, promote: bool = False, label: str = ""
     ) -> UploadResult:
+        if len(wasm) > MAX_MESSAGE_BYTES - _ENVELOPE_ROOM:
+            raise PayloadTooLarge(
+                f"the module is {len(wasm)} bytes; one upload carries at most"
+                f" {MAX_MESSAGE_BYTES - _ENVELOPE_ROOM} (and the server's own cap on module size"
+                " is lower still unless raised)"
+            )
         request = pb.UploadVersionRequest(module=wasm, promote=promote, label=label)
         response = self._call(self._stub.UploadVersion, request)
         return UploadResult(version=m.version_from_pb(response.version), created=response.created)

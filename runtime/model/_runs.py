@@ -49,6 +49,9 @@ class StartResult:
     run: Run
     already_started: bool
     signalled: bool = False
+    """The start's signal was appended to the run's history."""
+    duplicate: bool = False
+    """The start's signal carried a request id delivered before: refused, nothing appended."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,7 @@ from amber.abi import (
     Command,
     ErrorInfo,
     MalformedEnvelope,
+    NotMsgpack,
     Patched,
     RecordNow,
     RecordRandom,
@@ -31,6 +32,7 @@ from amber.abi import (
     command_kind,
     decode_workflow_output,
     encode_workflow_input,
+    unpack,
 )
 from amber.history import Event
 from amber.runtime.model import (
@@ -108,6 +110,38 @@ def _describe_issued(command: Command | None) -> str:
         case RequestApproval() as approval:
             return f"approval {approval.action[:80]!r} ({_policy(approval)})"
     raise AssertionError(command)
+
+
+def _payload_diff(recorded: Command, issued: Command) -> str:
+    """Where the same activity or child differs only in its payload: which top-level keys of
+    the two msgpack maps differ (values are left out: they may be personal data)."""
+    match recorded, issued:
+        case (ScheduleActivity(name=a, args=old), ScheduleActivity(name=b, args=new)) if a == b:
+            what = "args"
+        case (StartChild(workflow_type=a, input=old), StartChild(workflow_type=b, input=new)) if (
+            a == b
+        ):
+            what = "input"
+        case _:
+            return ""
+    try:
+        before, after = unpack(old), unpack(new)
+    except NotMsgpack:
+        return ""
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return f"; {what} differ from the recorded ones"
+    keys = sorted({*before, *after}, key=str)
+    changed = [
+        ("+" if k not in before else "-" if k not in after else "") + str(k)[:64]
+        for k in keys
+        if before.get(k, _MISSING) != after.get(k, _MISSING)
+    ]
+    if not changed:
+        return ""
+    return f"; {what} keys that differ from the recorded ones: {', '.join(changed[:20])}"
+
+
+_MISSING = object()
 
 
 def _policy(approval: RequestApproval) -> str:
@@ -206,7 +240,8 @@ def check_determinism(
                 position=position,
                 seq=recorded[position].seq,
                 recorded=_describe_issued(recorded[position].command),
-                issued=_describe_issued(command),
+                issued=_describe_issued(command)
+                + _payload_diff(recorded[position].command, command),
             )
     if len(outcome.commands) < len(recorded):
         position = len(outcome.commands)

@@ -109,6 +109,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
             run=m.run_to_pb(result.run),
             already_started=result.already_started,
             signalled=result.signalled,
+            duplicate=result.duplicate,
         )
 
     @_rpc

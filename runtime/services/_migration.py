@@ -38,6 +38,7 @@ from amber.history import (
     block_upgrade_txn,
     drop_read_tasks_txn,
     enqueue_task_txn,
+    get_run_by_workflow_id_txn,
     get_run_txn,
     notify_txn,
     record_audit_txn,
@@ -46,12 +47,14 @@ from amber.history import (
     take_query_answers_txn,
 )
 from amber.runtime.model import (
+    DEFAULT_TENANT,
     Clock,
     RunCheck,
 )
 from amber.versions import Rollout, rollout_of_txn, version_for_type_txn
 
 from ._notify import Notifier
+from ._runs import MAX_ID_LENGTH
 
 MAX_CHECKED_RUNS = 10_000
 """Open runs one check replays; a type with more is checked partly and not remembered."""
@@ -362,7 +365,11 @@ def checked_answer(task: Task, answer: QueryAnswer) -> QueryAnswer:
 
 
 def _run_of_type(cur: Cursor, run_id: str, workflow_type: str) -> Run:
+    """A run by id, or by workflow id (its current run, in the default tenant: a version
+    belongs to no tenant, so another tenant's runs are named by run id)."""
     run = get_run_txn(cur, run_id) if _is_uuid(run_id) else None
+    if run is None and run_id and len(run_id) <= MAX_ID_LENGTH:
+        run = get_run_by_workflow_id_txn(cur, DEFAULT_TENANT, run_id)
     if run is None:
         raise RunNotFound(run_id)
     if run.workflow_type != workflow_type:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from amber.abi import InvalidInput, StartChild
+from amber.abi import AmberError, InvalidInput, StartChild
 from amber.history import (
     CLOSING_EVENTS,
     ActivityCancelled,
@@ -47,6 +47,7 @@ from amber.history import (
     workflow_timer_id,
 )
 from amber.runtime.model import Clock, Projection, from_ms, project
+from amber.versions import version_for_type_txn
 
 from ._approvals import restore_approval_txn
 from ._lifecycle import ActivityRequest, Lifecycle, RunSpec, Wake, execution_deadline
@@ -78,6 +79,13 @@ class Resetter:
         if not 1 <= to_event <= old.last_seq:
             raise InvalidInput(f"--to-event must be between 1 and {old.last_seq}")
         self._check_current_txn(cur, old)
+        try:  # share-locked: a retirement waits for this reset, or this reset sees it
+            version_for_type_txn(cur, old.digest, old.workflow_type, lock=True)
+        except AmberError as exc:
+            raise InvalidInput(
+                f"cannot reset run {old.run_id}: {exc}, and a reset would start a run on it"
+                " again; start a new run (on the current version) instead"
+            ) from None
         events = read_events_txn(cur, old.run_id)
         kept, remainder = events[:to_event], events[to_event:]
         _check_point(kept, remainder)

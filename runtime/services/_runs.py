@@ -138,13 +138,23 @@ class RunService:
             if existing is not None:
                 first = get_run_by_workflow_id_txn(cur, request.tenant, workflow_id, first=True)
                 if request.signal is not None:
-                    if existing.status.closed:  # ids are never reused: nothing to start
+                    # Locked as `signal` locks it: a run closing meanwhile must not get the
+                    # signal appended after its closing event.
+                    locked = get_run_txn(cur, existing.run_id, for_update=True)
+                    assert locked is not None
+                    if locked.status.closed:  # ids are never reused: nothing to start
                         raise RunClosed(
-                            f"workflow id {workflow_id!r}: run {existing.run_id} is"
-                            f" {existing.status.value}; it takes no signals"
+                            f"workflow id {workflow_id!r}: run {locked.run_id} is"
+                            f" {locked.status.value}; it takes no signals"
                         )
-                    wakes = self._signal_txn(cur, existing, request.signal)[1]
-                    return StartResult(run=existing, already_started=True, signalled=True), wakes
+                    sent, wakes = self._signal_txn(cur, locked, request.signal)
+                    result = StartResult(
+                        run=locked,
+                        already_started=True,
+                        signalled=not sent.duplicate,
+                        duplicate=sent.duplicate,
+                    )
+                    return result, wakes
                 self._same_start(first or existing, request)
                 return StartResult(run=existing, already_started=True), []
             selection = select_version_txn(

@@ -206,7 +206,7 @@ class TriageService:
         run = self._db.run(lambda cur: find_run_txn(cur, ref, command.tenant))
         target = ""
         checked_seq: int | None = None
-        if command.action is TriageAction.RESUME and command.version:
+        if command.version:  # resume or retry on a fixed version, gated by a replay check
             target, checked_seq = self._gate(run, command.version)
 
         def txn(cur: Cursor) -> tuple[TriageOutcome, list[Wake]]:
@@ -394,8 +394,6 @@ def _check_troubled(run: Run, troubled: Sequence[Task], command: TriageCommand) 
     """Refuse a command on a run that is not (or no longer) in the trouble it names."""
     if run.suspension is None and not troubled:
         raise NotTroubled(f"run {run.run_id} is neither suspended nor poisoned")
-    if command.action is TriageAction.RESUME and run.suspension is None:
-        raise NotTroubled(f"run {run.run_id} is not suspended (its task is poisoned: use retry)")
     if command.fingerprint:  # bulk: the run was listed outside this transaction
         marks = {t.crash.fingerprint for t in troubled if t.crash is not None}
         if run.suspension is not None and run.suspension.fingerprint:
@@ -415,8 +413,8 @@ def _check_command(command: TriageCommand) -> None:
         raise InvalidInput("name either runs or a fingerprint (bulk), not both or neither")
     if len(command.run_ids) > MAX_BULK_RUNS:
         raise InvalidInput(f"name at most {MAX_BULK_RUNS} runs at once")
-    if command.version and command.action is not TriageAction.RESUME:
-        raise InvalidInput("only resume takes a version")
+    if command.version and command.action not in (TriageAction.RESUME, TriageAction.RETRY):
+        raise InvalidInput("only resume and retry take a version")
     if command.action is TriageAction.SKIP:
         if command.step is None or command.step < 0:
             raise InvalidInput("skip needs the step (activity command index) to complete")

@@ -8,9 +8,11 @@ through a multi-day timer.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
+from amber.abi import InvalidInput
 from amber.history import (
     CancelRequested,
     EventType,
@@ -216,6 +218,64 @@ def test_signal_with_start_starts_once_then_signals(srv: InProcessServer, sandbo
         )
 
 
+def test_signal_with_start_reports_a_redelivery_as_signal_does(srv: InProcessServer) -> None:
+    # A webhook handler redelivering the same event must be able to tell it was one.
+    first = srv.client.start_run(
+        "shipment", SHIPMENT, workflow_id="hook", signal="delivered",
+        signal_payload={"signed_by": "Bo"}, signal_request_id="evt-1",
+    )  # fmt: skip
+    assert first.signalled and not first.duplicate
+    redelivered = srv.client.start_run(
+        "shipment", SHIPMENT, workflow_id="hook", signal="delivered",
+        signal_payload={"signed_by": "Bo"}, signal_request_id="evt-1",
+    )  # fmt: skip
+    assert redelivered.already_started and redelivered.duplicate and not redelivered.signalled
+    assert _types(srv, "hook").count(EventType.SIGNAL_RECEIVED) == 1
+    assert [d.kind for d in srv.client.describe("hook").discarded] == ["duplicate_signal"]
+    nxt = srv.client.start_run(
+        "shipment", SHIPMENT, workflow_id="hook", signal="delivered",
+        signal_payload={}, signal_request_id="evt-2",
+    )  # fmt: skip
+    assert nxt.signalled and not nxt.duplicate
+    assert _types(srv, "hook").count(EventType.SIGNAL_RECEIVED) == 2
+
+
+def test_signal_with_start_racing_the_run_closing_never_appends_after_close(
+    srv: InProcessServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from amber.runtime.services import _runs
+
+    run_id = srv.client.start_run("shipment", SHIPMENT, workflow_id="race").run.run_id
+    real = _runs.get_run_by_workflow_id_txn
+    closed: list[bool] = []
+
+    def read_then_close(cur: Any, tenant: str, workflow_id: str, **kwargs: Any) -> Any:
+        found = real(cur, tenant, workflow_id, **kwargs)
+        if workflow_id == "race" and not kwargs.get("first") and not closed:
+            closed.append(True)  # the run closes between the start reading and signalling it
+            closer = threading.Thread(
+                target=srv.client.terminate,
+                args=(run_id,),
+                kwargs={"reason": "done", "operator": "ops"},
+            )
+            closer.start()
+            closer.join(timeout=15)
+        return found
+
+    monkeypatch.setattr(_runs, "get_run_by_workflow_id_txn", read_then_close)
+    with pytest.raises(RunClosed):
+        srv.client.start_run(
+            "shipment", SHIPMENT, workflow_id="race", signal="delivered", signal_payload={}
+        )
+    monkeypatch.undo()
+    assert closed == [True]
+    types = _types(srv, "race")
+    assert types[-1] is EventType.RUN_TERMINATED
+    assert EventType.SIGNAL_RECEIVED not in types
+
+
 def test_continue_as_new_chains_runs_under_one_workflow_id(
     srv: InProcessServer, sandbox: Sandbox
 ) -> None:
@@ -311,6 +371,22 @@ def test_reset_replays_history_up_to_an_event_and_goes_on(
     ]
     marker = srv.client.history(old)[-1]
     assert marker.type is EventType.RUN_RESET and marker.payload["new_run_id"] == new.run_id
+
+
+def test_reset_never_revives_a_retired_version(
+    srv: InProcessServer, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    worker = make_worker(srv.client, sandbox, clock=srv.clock)
+    order = {"order_id": "R-10", "sku": "S", "quantity": 1, "amount_cents": 10}
+    old = srv.client.start_run("orders", order).run.run_id
+    settle(worker)
+    assert srv.client.result(old).status is RunStatus.COMPLETED
+    v1 = srv.client.result(old).digest
+    srv.client.upload_version(modules["orders_reordered"], promote=True)
+    srv.client.retire_version(v1, reason="replaced", operator="ops")
+    with pytest.raises(InvalidInput, match=f"{v1[:12]} is retired.*start a new run"):
+        srv.client.reset(old, to_event=4, reason="charge was wrong", operator="ops@x")
+    assert srv.client.history(old)[-1].type is EventType.RUN_COMPLETED  # nothing written
 
 
 def test_reset_of_a_waiting_run_restores_its_timer_and_terminates_the_old_one(

@@ -215,3 +215,19 @@ def test_activity_options_are_not_part_of_what_replay_matches() -> None:
 def test_golden_payloads_decode() -> None:
     _, _, events = _load("orders_shipped")
     assert msgpack.unpackb(events[0].payload["input"])["order_id"] == "G-1"
+
+
+def test_a_divergence_in_arguments_names_the_keys_that_differ() -> None:
+    from amber.abi import StartChild, pack
+    from amber.runtime.replay._replay import _payload_diff
+
+    recorded = ScheduleActivity(name="charge", args=pack({"amount": 100, "note": "x", "id": 7}))
+    issued = ScheduleActivity(name="charge", args=pack({"amount": 200, "id": 7, "currency": "EUR"}))
+    diff = _payload_diff(recorded, issued)
+    assert diff == "; args keys that differ from the recorded ones: amount, +currency, -note"
+    assert "100" not in diff and "200" not in diff  # values may be personal data: keys only
+    assert _payload_diff(recorded, ScheduleActivity(name="refund", args=issued.args)) == ""
+    child = StartChild(workflow_type="ship", workflow_id="c", input=pack({"to": "A"}))
+    moved = StartChild(workflow_type="ship", workflow_id="c", input=pack({"to": "B"}))
+    assert _payload_diff(child, moved).endswith("input keys that differ from the recorded ones: to")
+    assert _payload_diff(recorded, ScheduleActivity(name="charge", args=b"\xc1")) == ""

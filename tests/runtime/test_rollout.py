@@ -419,3 +419,12 @@ def test_health_counts_failures_by_reason_and_fuel_per_version(
     (status,) = [v for v in srv.client.rollout(TYPE).versions if v.digest == v1]
     assert status.health.failures == {"trap": 1}
     assert status.health.activations == 1 and status.health.fuel == 777
+
+
+def test_an_upload_larger_than_one_request_carries_gets_amber_s_own_error(make_server) -> None:
+    from amber.runtime.model import PayloadTooLarge
+
+    srv = make_server()
+    with pytest.raises(PayloadTooLarge, match="one upload carries at most"):
+        srv.client.upload_version(b"\x00asm" + b"\x00" * (64 * 1024 * 1024))
+    assert srv.client.list_versions() == []

@@ -3,6 +3,7 @@ released by audited triage commands — against a real server, real PostgreSQL a
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -422,3 +424,64 @@ def test_a_bundle_replays_in_process_and_isolated_alike_and_tampering_is_refused
         Bundle.decode(tampered)
     with pytest.raises(InvalidInput, match="not a triage bundle"):
         Bundle.decode(b"garbage")
+
+
+def test_poisoned_runs_not_yet_suspended_resume_and_retry_on_a_fixed_version(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox_engine: SandboxEngine,
+    fixed_hostile: bytes,
+) -> None:
+    # The operator's path the day a poison pill shows up: the runs are poisoned (suspension is
+    # 24 h away), a fix is uploaded, and they are released onto it without waiting — one by
+    # workflow id with `resume`, the rest in bulk by fingerprint with `retry`.
+    policy = replace(FAST, suspend_after=timedelta(hours=24))
+    srv = make_server(settings=EngineSettings(poison=policy))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    runs = [
+        srv.client.start_run("good", {"crash": True, "n": i}, workflow_id=f"pp-{i}").run.run_id
+        for i in range(3)
+    ]
+    from_server = Sandbox(sandbox_engine, SystemClock(), srv.client.get_module)
+    main = _main_worker(srv, from_server)
+    wait_for(
+        lambda: (
+            _step(main) and all(srv.client.describe(r).tasks[0].pool == "surgical" for r in runs)
+        ),
+        60,
+        "the tasks to be poisoned",
+    )
+    assert all(srv.client.describe(r).run.suspension is None for r in runs)
+    (fingerprint,) = {srv.client.describe(r).tasks[0].crash.fingerprint for r in runs}
+    fixed = srv.client.upload_version(fixed_hostile).version.digest
+
+    with serving(_main_worker(srv, from_server, "after-fix")):  # answers the replay checks
+        (one,) = srv.client.triage(
+            "resume", run_ids=["pp-0"], reason="fixed", operator="ops", version=fixed
+        )
+        assert one.outcome == "resumed" and one.to_digest == fixed
+        rest = srv.client.triage(
+            "retry", fingerprint=fingerprint, reason="fixed", operator="ops", version=fixed
+        )
+        assert sorted(o.run_id for o in rest) == sorted(runs[1:])
+        assert {o.outcome for o in rest} == {"retried"} and {o.to_digest for o in rest} == {fixed}
+        wait_for(lambda: all(srv.client.result(r).status.closed for r in runs), 30, "released runs")
+    for run_id in runs:
+        run = srv.client.result(run_id)
+        assert run.status is RunStatus.COMPLETED and run.digest == fixed
+        migrated = [e for e in srv.client.history(run_id) if e.type is EventType.RUN_MIGRATED]
+        assert len(migrated) == 1 and migrated[0].payload["to"] == fixed
+
+
+def test_a_version_check_names_runs_by_workflow_id(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server()
+    srv.client.upload_version(modules["hostile"], promote=True)
+    srv.client.start_run("sleeper", {"ms": 60_000}, workflow_id="nap-1")
+    with serving(_main_worker(srv, sandbox)):
+        wait_for(lambda: srv.client.describe("nap-1").run.last_seq > 1, 30, "the timer")
+        digest = hashlib.sha256(modules["hostile"]).hexdigest()
+        _, checks = srv.client.check_version(digest, "sleeper", run_ids=["nap-1"])
+    (check,) = checks  # the run's own version: nothing to replay, but the id resolved
+    assert check.run_id == srv.client.result("nap-1").run_id and check.verdict == "already_on"
