@@ -68,12 +68,17 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
     if v.retired_at:
         print(f"retired       {v.retired_at.isoformat()}")
     if v.use is not None:
-        drained = v.use.running == 0 and v.use.tasks == 0
-        state = "drained: it can be retired" if drained else "in use: it cannot be retired yet"
         print(
             f"drain         {v.use.running} open run(s) pinned, {v.use.tasks} task(s) queued,"
-            f" {v.use.closed} closed run(s) — {state}"
+            f" {v.use.closed} closed run(s)"
         )
+        if v.retired_at:
+            state = "already retired"
+        elif v.retire_blockers:
+            state = "cannot be retired now: " + "; ".join(v.retire_blockers)
+        else:
+            state = "can be retired now"
+        print(f"retire        {state}")
     return 0
 
 
@@ -211,7 +216,9 @@ def check(client: AmberClient, args: argparse.Namespace) -> int:
         wait_s=args.wait,
     )
     out.emit_checks(candidate, checks, as_json=args.json, migrating=False)
-    return 3 if any(c.verdict not in ("compatible", "already_on") for c in checks) else 0
+    # Closed runs are shown, but only open runs (the ones that could move) decide the answer.
+    open_runs = [c for c in checks if c.status == "running"]
+    return 3 if any(c.verdict not in ("compatible", "already_on") for c in open_runs) else 0
 
 
 def register(

@@ -91,6 +91,7 @@ def version_json(version: ModuleVersion) -> dict[str, Any]:
         "use": None
         if use is None
         else {"open_runs": use.running, "closed_runs": use.closed, "tasks": use.tasks},
+        "retire_blockers": list(version.retire_blockers),
         "manifest": version.manifest.to_json(),
     }
 
@@ -233,11 +234,19 @@ def emit_checks(
     ]  # fmt: skip
     headers = ["RUN", "STATUS", "VERDICT", *(["OUTCOME"] if migrating else []), "FIRST DIVERGENCE"]
     print(table(rows, headers))
-    verdicts: dict[str, int] = {}
-    for c in checks:
-        verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
-    summary = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())) or "no runs"
-    print(f"\n{len(checks)} run(s): {summary}")
+    print()
+    for label, group in (
+        ("open", [c for c in checks if c.status == "running"]),
+        ("closed", [c for c in checks if c.status != "running"]),
+    ):
+        if not group and label == "closed":
+            continue
+        verdicts: dict[str, int] = {}
+        for c in group:
+            verdicts[c.verdict] = verdicts.get(c.verdict, 0) + 1
+        summary = ", ".join(f"{n} {v}" for v, n in sorted(verdicts.items())) or "none"
+        note = " (closed runs never move: they gate nothing)" if label == "closed" else ""
+        print(f"{len(group)} {label} run(s): {summary}{note}")
     if migrating:
         moved = sum(1 for c in checks if c.outcome == "migrated")
         print(f"{moved} migrated; the others stay on their version")

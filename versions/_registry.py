@@ -57,6 +57,8 @@ class ModuleVersion:
     retired_at: datetime | None = None
     use: VersionUse | None = None
     """Runs and tasks still on it (filled by `get`, for the drain status)."""
+    retire_blockers: tuple[str, ...] = ()
+    """Why `retire` would refuse it now (filled by `get`; empty: it can be retired)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,7 +240,8 @@ class VersionRegistry:
 
         def txn(cur: Cursor) -> ModuleVersion:
             version = get_version_txn(cur, ref)
-            return _with_use(version, version_use_txn(cur, version.digest))
+            use = version_use_txn(cur, version.digest)
+            return _with_use(version, use, _retire_blockers_txn(cur, version, use))
 
         return self._db.run(txn)
 
@@ -278,21 +281,7 @@ class VersionRegistry:
             if version.retired_at is not None:
                 return _with_use(version, version_use_txn(cur, version.digest))
             use = version_use_txn(cur, version.digest)
-            blockers = []
-            if use.running:
-                blockers.append(f"{use.running} open run(s) are pinned to it")
-            if use.tasks:
-                blockers.append(f"{use.tasks} task(s) will run on it")
-            if version.current_for or version.candidate_for:
-                types = ", ".join(version.current_for + version.candidate_for)
-                blockers.append(f"new runs of {types} start on it")
-            cur.execute(
-                "SELECT workflow_type FROM amber_workflow_types WHERE auto_upgrade_to = %s",
-                (version.digest,),
-            )
-            upgrading = [row[0] for row in cur.fetchall()]
-            if upgrading:
-                blockers.append(f"runs of {', '.join(upgrading)} upgrade to it automatically")
+            blockers = _retire_blockers_txn(cur, version, use)
             if blockers:
                 raise VersionInUse(
                     f"version {version.digest[:12]} cannot be retired: {'; '.join(blockers)}"
@@ -322,7 +311,31 @@ class VersionRegistry:
         return self._db.run(txn)
 
 
-def _with_use(version: ModuleVersion, use: VersionUse) -> ModuleVersion:
+def _retire_blockers_txn(cur: Cursor, version: ModuleVersion, use: VersionUse) -> list[str]:
+    """Why the version cannot be retired now (empty: it can; a retired one has none)."""
+    if version.retired_at is not None:
+        return []
+    blockers = []
+    if use.running:
+        blockers.append(f"{use.running} open run(s) are pinned to it")
+    if use.tasks:
+        blockers.append(f"{use.tasks} task(s) will run on it")
+    if version.current_for or version.candidate_for:
+        types = ", ".join(version.current_for + version.candidate_for)
+        blockers.append(f"new runs of {types} start on it")
+    cur.execute(
+        "SELECT workflow_type FROM amber_workflow_types WHERE auto_upgrade_to = %s",
+        (version.digest,),
+    )
+    upgrading = [row[0] for row in cur.fetchall()]
+    if upgrading:
+        blockers.append(f"runs of {', '.join(upgrading)} upgrade to it automatically")
+    return blockers
+
+
+def _with_use(
+    version: ModuleVersion, use: VersionUse, blockers: Sequence[str] = ()
+) -> ModuleVersion:
     return ModuleVersion(
         digest=version.digest,
         size=version.size,
@@ -333,6 +346,7 @@ def _with_use(version: ModuleVersion, use: VersionUse) -> ModuleVersion:
         labels=version.labels,
         retired_at=version.retired_at,
         use=use,
+        retire_blockers=tuple(blockers),
     )
 
 

@@ -249,11 +249,12 @@ class Rollout:
                 if row is None or row[0] or row[1]:
                     raise InvalidModule(
                         f"run `amber versions check {digest[:12]} --type {workflow_type}` first:"
-                        " automatic upgrades need a check that found every run compatible"
+                        " automatic upgrades need a check that found every open run compatible"
                         + (
                             ""
                             if row is None
-                            else f" (the last one found {row[0]} incompatible, {row[1]} failing)"
+                            else f" (the last one found {row[0]} open run(s) incompatible,"
+                            f" {row[1]} failing)"
                         )
                     )
             cur.execute(

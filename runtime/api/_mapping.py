@@ -316,6 +316,7 @@ def version_to_pb(version: ModuleVersion) -> pb.VersionInfo:
         msg.running_runs = version.use.running
         msg.closed_runs = version.use.closed
         msg.tasks = version.use.tasks
+    msg.retire_blockers.extend(version.retire_blockers)
     return msg
 
 
@@ -333,6 +334,7 @@ def version_from_pb(msg: pb.VersionInfo) -> ModuleVersion:
         labels=tuple(msg.labels),
         retired_at=from_ms_or_none(msg.retired_ms),
         use=use,
+        retire_blockers=tuple(msg.retire_blockers),
     )
 
 

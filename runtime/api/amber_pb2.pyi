@@ -393,7 +393,7 @@ class ListRunsResponse(_message.Message):
     def __init__(self, runs: _Optional[_Iterable[_Union[RunInfo, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class VersionInfo(_message.Message):
-    __slots__ = ("digest", "size", "manifest_json", "uploaded_ms", "current_for", "candidate_for", "labels", "retired_ms", "has_use", "running_runs", "closed_runs", "tasks")
+    __slots__ = ("digest", "size", "manifest_json", "uploaded_ms", "current_for", "candidate_for", "labels", "retired_ms", "has_use", "running_runs", "closed_runs", "tasks", "retire_blockers")
     DIGEST_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     MANIFEST_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -406,6 +406,7 @@ class VersionInfo(_message.Message):
     RUNNING_RUNS_FIELD_NUMBER: _ClassVar[int]
     CLOSED_RUNS_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
+    RETIRE_BLOCKERS_FIELD_NUMBER: _ClassVar[int]
     digest: str
     size: int
     manifest_json: str
@@ -418,7 +419,8 @@ class VersionInfo(_message.Message):
     running_runs: int
     closed_runs: int
     tasks: int
-    def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ..., manifest_json: _Optional[str] = ..., uploaded_ms: _Optional[int] = ..., current_for: _Optional[_Iterable[str]] = ..., candidate_for: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., retired_ms: _Optional[int] = ..., has_use: _Optional[bool] = ..., running_runs: _Optional[int] = ..., closed_runs: _Optional[int] = ..., tasks: _Optional[int] = ...) -> None: ...
+    retire_blockers: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ..., manifest_json: _Optional[str] = ..., uploaded_ms: _Optional[int] = ..., current_for: _Optional[_Iterable[str]] = ..., candidate_for: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., retired_ms: _Optional[int] = ..., has_use: _Optional[bool] = ..., running_runs: _Optional[int] = ..., closed_runs: _Optional[int] = ..., tasks: _Optional[int] = ..., retire_blockers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UploadVersionRequest(_message.Message):
     __slots__ = ("module", "promote", "label")

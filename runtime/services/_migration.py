@@ -29,6 +29,7 @@ from amber.history import (
     Run,
     RunMigrated,
     RunNotFound,
+    RunStatus,
     Task,
     TaskKind,
     UpgradeDetail,
@@ -130,15 +131,17 @@ class MigrationService:
         digest, runs, truncated = self._db.run(select)
         results = self._replay_all(digest, runs, timeout_s)
         # Only a check of every open run is remembered: a partial one must not gate upgrades.
+        # Closed runs sampled with it are reported but gate nothing: they never move.
         if not wanted and not truncated:
+            gating = [r for r in results if r.status == RunStatus.RUNNING.value]
             self._rollout.record_check(
                 workflow_type,
                 digest,
                 now=self._clock.now(),
-                runs=len(results),
-                compatible=sum(r.verdict in ("compatible", "already_on") for r in results),
-                incompatible=sum(r.verdict == "incompatible" for r in results),
-                failed=sum(r.verdict in ("failed", "timeout") for r in results),
+                runs=len(gating),
+                compatible=sum(r.verdict in ("compatible", "already_on") for r in gating),
+                incompatible=sum(r.verdict == "incompatible" for r in gating),
+                failed=sum(r.verdict in ("failed", "timeout") for r in gating),
             )
         return digest, results
 

@@ -428,3 +428,17 @@ def test_an_upload_larger_than_one_request_carries_gets_amber_s_own_error(make_s
     with pytest.raises(PayloadTooLarge, match="one upload carries at most"):
         srv.client.upload_version(b"\x00asm" + b"\x00" * (64 * 1024 * 1024))
     assert srv.client.list_versions() == []
+
+
+def test_divergences_of_closed_runs_are_reported_apart_and_gate_nothing(
+    srv: InProcessServer, sandbox: Sandbox, background_worker: Worker, v1: str, v3: str
+) -> None:
+    # A closed run can never move to another version: its divergence is worth seeing, but it
+    # must not hold up an automatic upgrade of the open runs (there are none here).
+    runs = list(_park(srv, None, ["c-1"]).values())
+    _go(srv, None, runs)
+    _, checks = srv.client.check_version(v3, TYPE, closed_sample=20, wait_s=30)
+    (closed,) = checks
+    assert closed.status == "completed" and closed.verdict == "incompatible"
+    status = srv.client.change_rollout(TYPE, "auto_upgrade", v3, operator="ops")
+    assert status.rollout.auto_upgrade_to == v3

@@ -65,7 +65,13 @@ def test_a_rollout_from_the_command_line(
     code, out, _ = amber(capsys, served, "versions", "promote", "onboard", "onboard@2")
     assert code == 0
     code, out, _ = amber(capsys, served, "versions", "show", "onboard@1")
-    assert "drain" in out and "cannot be retired yet" in out
+    assert "drain" in out and "cannot be retired now: 1 open run(s) are pinned to it" in out
+    code, out, _ = amber(capsys, served, "versions", "show", "onboard@2")  # now the current one
+    assert "cannot be retired now: new runs of onboard start on it" in out
+    shown = _json(capsys, served, "versions", "show", "onboard@2")
+    assert isinstance(shown, dict) and shown["retire_blockers"] == [
+        "new runs of onboard start on it"
+    ]
     code, _, err = amber(capsys, served, "versions", "retire", "onboard@1", "--reason", "old")
     assert code == 2 and "1 open run(s) are pinned to it" in err
     code, out, _ = amber(capsys, served, "versions", "rollback", "onboard")
