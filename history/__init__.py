@@ -151,6 +151,7 @@ if TYPE_CHECKING:
     from ._poison import (
         Troubled,
         count_crash_txn,
+        fingerprint_poisoned_txn,
         release_run_txn,
         repoint_task_txn,
         surgical_failures_txn,
@@ -348,6 +349,7 @@ _LAZY: dict[str, str] = {
     "close_approval_txn": "_approvals",
     "close_run_txn": "_runs",
     "count_crash_txn": "_poison",
+    "fingerprint_poisoned_txn": "_poison",
     "decisions_txn": "_approvals",
     "defer_task_txn": "_tasks",
     "defer_timer_txn": "_timers",
@@ -555,6 +557,7 @@ __all__ = [
     "enqueue_task_txn",
     "expired_leases_txn",
     "extend_lease_txn",
+    "fingerprint_poisoned_txn",
     "get_approval_txn",
     "get_run_by_workflow_id_txn",
     "get_run_txn",

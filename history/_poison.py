@@ -43,6 +43,20 @@ def surgical_failures_txn(cur: Cursor, task_id: int, since: datetime) -> int:
     return int(row[0]) if row else 0
 
 
+def fingerprint_poisoned_txn(cur: Cursor, fingerprint: str, *, other_than_run: str) -> bool:
+    """Whether this crash fingerprint has already poisoned a task of another run (one still
+    poisoned, or its run suspended for it). A fingerprint names the module digest too."""
+    cur.execute(
+        "SELECT EXISTS (SELECT 1 FROM amber_tasks WHERE crash_fingerprint = %(f)s"
+        "   AND poisoned_at IS NOT NULL AND run_id <> %(r)s::uuid)"
+        " OR EXISTS (SELECT 1 FROM amber_runs WHERE suspended_fingerprint = %(f)s"
+        "   AND suspended_at IS NOT NULL AND run_id <> %(r)s::uuid)",
+        {"f": fingerprint, "r": other_than_run},
+    )
+    row = cur.fetchone()
+    return bool(row and row[0])
+
+
 def suspend_run_txn(cur: Cursor, run_id: str, suspension: Suspension) -> bool:
     """Suspend an open run and hold its tasks; False if it was not running or already
     suspended (compare-and-set)."""

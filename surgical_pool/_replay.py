@@ -21,7 +21,14 @@ from dataclasses import dataclass
 
 from amber.abi import InvalidInput
 from amber.history import FailureRecord
-from amber.runtime.model import Bundle, Clock, GuestFault, ManualClock, ModuleUnavailable
+from amber.runtime.model import (
+    Bundle,
+    Clock,
+    FailureReason,
+    GuestFault,
+    ManualClock,
+    ModuleUnavailable,
+)
 from amber.runtime.replay import WorkflowActivation, activate_workflow, run_activity_request
 from amber.runtime.sandbox import (
     ActivationKind,
@@ -52,15 +59,23 @@ class ReplayResult:
 
     @property
     def reproduced(self) -> bool:
-        """Same reason, trap code and fuel count (fuel only where the failure recorded it)."""
+        """Same reason and trap code, and the same fuel count where fuel is deterministic.
+
+        A wall-clock kill (`deadline`) stops the guest wherever it happens to be: "the deadline
+        was reached again" is the reproduction, at whatever fuel. Every other fault is
+        deterministic, so its fuel must match too (where the failure recorded it)."""
         r = self.recorded
-        fuel_same = r.fuel_used is None or r.fuel_used == self.fuel_used
+        fuel_same = r.reason in _WALL_CLOCK or r.fuel_used is None or r.fuel_used == self.fuel_used
         return (
             self.input_matches
             and self.reason == r.reason
             and (self.trap_code or None) == (r.trap_code or None)
             and fuel_same
         )
+
+
+_WALL_CLOCK = frozenset({FailureReason.DEADLINE.value})
+"""Failure reasons decided by the wall clock, where the fuel burnt before it varies."""
 
 
 def failure_to_replay(bundle: Bundle, task_id: int | None = None) -> FailureRecord:

@@ -19,25 +19,25 @@ from amber.runtime.worker import Worker, WorkerSettings
 
 from ._tracing import SurgicalTrace
 
-SURGICAL_MEMORY_BYTES = 32 * 1024 * 1024
-"""Linear-memory limit of a surgical activation (the main pool's default is 64 MiB): a task
-that crashed the main pool gets less room, not more."""
+SURGICAL_MEMORY_BYTES = 64 * 1024 * 1024
+"""Linear-memory limit of a surgical activation: the main pool's default. A poisoned task is
+diagnosed under the limits it failed under; a tighter one turned a 48 MiB output into a plain
+trap, with a new fingerprint, a crash count starting over and a bundle that replayed the
+surgical failure instead of the original. Its isolation is its own process and that process's
+memory cap (`IsolatedSandbox`), not a smaller guest."""
 
 
-def surgical_settings(
-    base: WorkerSettings, *, memory_bytes: int = SURGICAL_MEMORY_BYTES
-) -> WorkerSettings:
-    """`base` turned into a surgical worker's settings, with the tighter memory limit."""
+def surgical_settings(base: WorkerSettings, *, memory_bytes: int | None = None) -> WorkerSettings:
+    """`base` turned into a surgical worker's settings: one task at a time, the same limits
+    (or `memory_bytes` for every activation, when given)."""
+    if memory_bytes is None:
+        return replace(base, pool="surgical", slots=1)
     return replace(
         base,
         pool="surgical",
         slots=1,
-        workflow_limits=replace(
-            base.workflow_limits, memory_bytes=min(base.workflow_limits.memory_bytes, memory_bytes)
-        ),
-        activity_limits=replace(
-            base.activity_limits, memory_bytes=min(base.activity_limits.memory_bytes, memory_bytes)
-        ),
+        workflow_limits=replace(base.workflow_limits, memory_bytes=memory_bytes),
+        activity_limits=replace(base.activity_limits, memory_bytes=memory_bytes),
     )
 
 

@@ -50,7 +50,7 @@ def register(
     p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
     p.add_argument("--fuel", type=int, default=1_000_000_000)
     p.add_argument(
-        "--memory-mb", type=int, help="linear memory per activation (main 64, surgical 32)"
+        "--memory-mb", type=int, help="linear memory per activation (default 64, both pools)"
     )
     p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")
     p.add_argument("--activity-deadline", type=float, default=60.0, help="seconds")

@@ -63,7 +63,14 @@ def run_activity_request(sandbox: SandboxRunner, request: ActivationRequest) -> 
     a recorded one) and decode its outcome. Raises `GuestFault`s."""
     raw = sandbox.run(request)
     if raw.suspended:  # unreachable: the host refuses await_results from activities
-        raise MalformedOutput("an activity cannot suspend", run_id=request.run_id)
+        raise MalformedOutput(
+            "an activity cannot suspend",
+            run_id=request.run_id,
+            step=request.step,
+            digest=request.digest,
+            fuel_used=raw.fuel_used,
+            memory_bytes=raw.memory_bytes,
+        )
     try:
         outcome = decode_activity_output(raw.envelope)
     except MalformedEnvelope as exc:

@@ -284,6 +284,18 @@ def _run(
     )
 
 
+def with_usage(fault: GuestFault, raw: RawOutput, *, step: int | None) -> GuestFault:
+    """`fault`, found after the guest returned, with the fuel and memory it used and the step
+    filled in where the fault did not say (a crash record carries them whatever its reason)."""
+    if fault.fuel_used is None:
+        fault.fuel_used = raw.fuel_used
+    if fault.memory_bytes is None:
+        fault.memory_bytes = raw.memory_bytes
+    if fault.step is None:
+        fault.step = step
+    return fault
+
+
 def _decode(raw: RawOutput, activation: WorkflowActivation) -> WorkflowOutcome:
     try:
         outcome = decode_workflow_output(raw.envelope)
@@ -309,15 +321,14 @@ def activate_workflow(sandbox: SandboxRunner, activation: WorkflowActivation) ->
     """Replay the run through its module and return what to append. Raises `GuestFault`s."""
     projection = project(activation.events)
     raw = _run(sandbox, activation, projection, None)
-    outcome = _decode(raw, activation)
-    try:
-        check_determinism(activation, projection, outcome)
-    except NonDeterminism as fault:
-        fault.fuel_used, fault.memory_bytes = raw.fuel_used, raw.memory_bytes
-        raise
     first_new = len(projection.commands)
-    new_commands = _host_values(outcome.commands[first_new:], raw, activation)
-    _check_new_commands(sandbox, activation, projection, outcome, new_commands)
+    try:  # the guest ran: whatever is refused now is recorded with what it used, and where
+        outcome = _decode(raw, activation)
+        check_determinism(activation, projection, outcome)
+        new_commands = _host_values(outcome.commands[first_new:], raw, activation)
+        _check_new_commands(sandbox, activation, projection, outcome, new_commands)
+    except GuestFault as fault:
+        raise with_usage(fault, raw, step=first_new) from None
     waits = [c.name for c in new_commands if isinstance(c, AwaitSignal)]
     reactivate = any(projection.buffered_signals.get(name, 0) for name in waits)
     return WorkflowStep(

@@ -31,6 +31,7 @@ from amber.history import (
     append_events_txn,
     count_crash_txn,
     delete_task_txn,
+    fingerprint_poisoned_txn,
     record_failure_txn,
     requeue_task_txn,
     surgical_failures_txn,
@@ -39,7 +40,7 @@ from amber.history import (
 from amber.runtime.model import Clock, EngineSettings, FailureReason, FailureReport, RetryPolicy
 
 from ._lifecycle import Lifecycle, Wake
-from ._poison import fingerprint, is_crash, judge
+from ._poison import GUEST_FAULTS, fingerprint, is_crash, judge
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -92,7 +93,14 @@ class Attempts:
         surgical = 0
         if task.poisoned_at is not None:
             surgical = surgical_failures_txn(cur, task.task_id, task.poisoned_at)
-        verdict = judge(task, crash, failure.reason, now, self._settings.poison, surgical)
+        known = (
+            task.poisoned_at is None
+            and failure.reason in GUEST_FAULTS
+            and fingerprint_poisoned_txn(cur, mark, other_than_run=run.run_id)
+        )
+        verdict = judge(
+            task, crash, failure.reason, now, self._settings.poison, surgical, known=known
+        )
         requeue = Requeue(
             visible_at=verdict.visible_at,
             failure=failure.reason,

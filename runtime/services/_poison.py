@@ -45,6 +45,21 @@ CRASHES = frozenset(
 POISON_AT_ONCE = frozenset({FailureReason.TRAP, FailureReason.NON_DETERMINISM})
 """Deterministic faults: in workflow code they poison on their first occurrence."""
 
+GUEST_FAULTS = frozenset(
+    {
+        FailureReason.TRAP,
+        FailureReason.OUT_OF_FUEL,
+        FailureReason.MEMORY_LIMIT,
+        FailureReason.NON_DETERMINISM,
+        FailureReason.MALFORMED_OUTPUT,
+        FailureReason.ABI_VIOLATION,
+        FailureReason.PAYLOAD_TOO_LARGE,
+    }
+)
+"""Crashes the guest's code causes by itself: when one fingerprint of these has poisoned a run,
+the same crash in another run is poisoned at once. Lost workers, dead host processes and
+deadlines are left out: they say as much about the machine as about the code."""
+
 
 def is_crash(reason: str) -> bool:
     return reason in CRASHES
@@ -74,10 +89,20 @@ class Verdict:
 
 
 def judge(
-    task: Task, crash: Crash, reason: str, now: datetime, policy: PoisonPolicy, surgical: int
+    task: Task,
+    crash: Crash,
+    reason: str,
+    now: datetime,
+    policy: PoisonPolicy,
+    surgical: int,
+    *,
+    known: bool = False,
 ) -> Verdict:
     """The consequence of `task`'s crash (`crash` is its counter including this one);
-    `surgical` is how many times it has failed in the surgical pool since it was poisoned."""
+    `surgical` is how many times it has failed in the surgical pool since it was poisoned;
+    `known`: the same fingerprint (same code, step, fault and version) already poisoned another
+    run, so this one is poisoned at its first crash instead of spending two more attempts of
+    the healthy pool's capacity."""
     if task.poisoned_at is not None and task.pool == "surgical":
         if now - task.poisoned_at >= policy.suspend_after:
             return Verdict(
@@ -96,12 +121,16 @@ def judge(
             poison_reason=task.poison_reason,
         )
     at_once = task.kind is TaskKind.WORKFLOW and reason in POISON_AT_ONCE
-    if at_once or crash.count >= policy.crashes_to_poison:
-        why = (
-            f"{reason} in workflow code (deterministic: poisoned at once)"
-            if at_once
-            else f"{crash.count} consecutive crashes ({reason}) at step {crash.step}"
-        )
+    if at_once or known or crash.count >= policy.crashes_to_poison:
+        if at_once:
+            why = f"{reason} in workflow code (deterministic: poisoned at once)"
+        elif known and crash.count < policy.crashes_to_poison:
+            why = (
+                f"{reason} at step {crash.step}: fingerprint {crash.fingerprint} already"
+                " poisoned another run (poisoned at its first crash)"
+            )
+        else:
+            why = f"{crash.count} consecutive crashes ({reason}) at step {crash.step}"
         return Verdict(
             pool="surgical",
             visible_at=now + policy.surgical_delay(0),

@@ -63,6 +63,12 @@ def test_crashes_back_off_then_poison_on_the_third_with_the_first_surgical_delay
     assert "3 consecutive crashes (trap) at step 2" in (third.poison_reason or "")
 
 
+def test_a_crash_whose_fingerprint_already_poisoned_another_run_is_poisoned_at_once() -> None:
+    first = judge(_task(), _crash(1), "out_of_fuel", NOW, POLICY, 0, known=True)
+    assert first.pool == "surgical" and first.poisoned_at == NOW
+    assert "already poisoned another run" in (first.poison_reason or "")
+
+
 def test_surgical_failures_escalate_1_5_30_minutes_then_suspend_after_the_window() -> None:
     poisoned = _task(pool="surgical", poisoned_at=NOW, poison_reason="x")
     delays = [

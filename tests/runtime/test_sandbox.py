@@ -230,12 +230,18 @@ def test_a_workflow_may_issue_at_most_a_thousand_new_commands(
     digest = _digest(modules, "hostile")
     step = _workflow(sandbox, digest, "fanout", input={"n": 1000})
     assert len(step.new_commands) == 1000
-    with pytest.raises(AbiViolation, match="issued 1001 new commands"):
+    with pytest.raises(AbiViolation, match="issued 1001 new commands") as refused:
         _workflow(sandbox, digest, "fanout", input={"n": 1001})
+    # Refused after the guest ran: the crash record still says what it used, and where.
+    fault = refused.value
+    assert fault.fuel_used and fault.fuel_used > 0
+    assert fault.memory_bytes and fault.memory_bytes > 0
+    assert fault.step == 0
 
 
 def test_suspending_with_nothing_outstanding_is_refused(
     sandbox: Sandbox, modules: dict[str, bytes]
 ) -> None:
-    with pytest.raises(AbiViolation, match="suspended although every command"):
+    with pytest.raises(AbiViolation, match="suspended although every command") as refused:
         _workflow(sandbox, _digest(modules, "hostile"), "idle")
+    assert refused.value.fuel_used and refused.value.memory_bytes and refused.value.step == 0

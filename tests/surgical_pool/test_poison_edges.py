@@ -66,9 +66,13 @@ def _activity_of(
 
 
 def _poison(srv: InProcessServer, clock: ManualClock, sandbox: Sandbox) -> str:
+    """Crash a run's activity until it is poisoned: three times for the first run, once for
+    the next ones (the fingerprint is known by then)."""
     run_id = _activity_of(srv, sandbox, "good", {"crash": True})
     for _ in range(3):
         srv.client.fail_task(_lease(srv, clock), TRAP, worker_id="w")
+        if srv.client.describe(run_id).tasks[0].pool == "surgical":
+            break
     (task,) = srv.client.describe(run_id).tasks
     assert task.pool == "surgical" and task.state.value == "pending"
     return run_id
@@ -198,3 +202,30 @@ def test_a_skip_result_must_be_msgpack_within_the_payload_limit_and_closing_ends
     _suspend(db, srv, run_id)
     srv.client.terminate(run_id, reason="closing a suspended run")
     assert srv.client.describe(run_id).run.suspension is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "fuel", "reproduced"),
+    [
+        ("deadline", 999, True),  # killed by the clock again: where it stood does not matter
+        ("trap", 999, False),  # deterministic: another fuel count is another execution
+        ("trap", 1234, True),
+    ],
+)
+def test_a_deadline_reached_again_is_a_reproduction_whatever_the_fuel(
+    reason: str, fuel: int, reproduced: bool
+) -> None:
+    from datetime import UTC, datetime
+
+    from amber.history import FailureRecord
+    from amber.surgical_pool import ReplayResult
+
+    recorded = FailureRecord(
+        task_id=1, run_id="r", kind="activity", cmd=0, attempt=1, digest="d" * 64,
+        reason=reason, message="m", fuel_used=1234, created_at=datetime.now(UTC),
+    )  # fmt: skip
+    result = ReplayResult(
+        recorded=recorded, reason=reason, trap_code=None, fuel_used=fuel, memory_bytes=1,
+        message="m", input_matches=True,
+    )  # fmt: skip
+    assert result.reproduced is reproduced

@@ -485,3 +485,31 @@ def test_a_version_check_names_runs_by_workflow_id(
         _, checks = srv.client.check_version(digest, "sleeper", run_ids=["nap-1"])
     (check,) = checks  # the run's own version: nothing to replay, but the id resolved
     assert check.run_id == srv.client.result("nap-1").run_id and check.verdict == "already_on"
+
+
+def test_a_known_poison_is_diverted_at_its_first_crash_in_another_run(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    # Isolation: once one run has shown that a crash is a poison pill, the same crash (same
+    # code, step, fault and version) in other runs spends one attempt of the healthy pool, not
+    # three. A lost worker is no evidence about the code: it is never diverted this way.
+    policy = replace(FAST, suspend_after=timedelta(hours=24))
+    srv = make_server(settings=EngineSettings(poison=policy))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    main = _main_worker(srv, sandbox)
+    first = srv.client.start_run("good", {"crash": True, "n": 0}).run.run_id
+    wait_for(
+        lambda: _step(main) and srv.client.describe(first).tasks[0].pool == "surgical",
+        60,
+        "the first run's task to be poisoned after three crashes",
+    )
+    assert len(srv.client.describe(first).recent_failures) == 3
+    later = srv.client.start_run("good", {"crash": True, "n": 1}).run.run_id
+    wait_for(
+        lambda: _step(main) and srv.client.describe(later).tasks[0].pool == "surgical",
+        60,
+        "the second run's task to be poisoned",
+    )
+    desc = srv.client.describe(later)
+    assert len(desc.recent_failures) == 1, "diverted at its first crash"
+    assert "already poisoned another run" in (desc.tasks[0].poison_reason or "")
