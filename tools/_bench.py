@@ -54,6 +54,7 @@ from amber.runtime.client import AmberClient, decode
 
 from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
+from ._bench_isolation import IsolationOptions, measure_isolation
 from ._bench_recovery import RecoveryOptions, WorkerControl, measure_recovery
 from ._bench_sandbox import measure_sandbox
 from ._build import build_module
@@ -102,6 +103,8 @@ class BenchOptions:
     """Runs parked on a timer or signal in the idle-cost phase (0: skip it)."""
     recovery_runs: int = 100
     """Runs in flight when the recovery phase kills the worker (0: skip it)."""
+    isolation_runs: int = 200
+    """Healthy runs per batch of the isolation phase, beside 10 % poison runs (0: skip it)."""
     sandbox_repetitions: int = 2000
     """Activations timed by the in-process sandbox microbenchmark (0: skip it)."""
 
@@ -192,6 +195,9 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             "workers": max((_peak_rss_mb(c) or 0.0 for c in setup.workers), default=None),
             "workers_each": [_peak_rss_mb(c) for c in setup.workers],
         }
+        isolation = None
+        if options.isolation_runs > 0 and setup.server is not None:
+            isolation = _isolation_phase(options, setup, client, stack, tmp, tag)
         idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
         raw_rate = None
         if setup.db is not None and options.commit_probe_s > 0:  # while the database is up
@@ -257,6 +263,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         "peak_rss_mb": peak_rss,
         "idle_cost": idle,
         "recovery": recovery,
+        "isolation": isolation,
         "sandbox": sandbox,
         "log_problems": problems,
         "machine": {
@@ -308,6 +315,36 @@ def _crash_and_idle_phases(
         )  # fmt: skip
         recovery = measure_recovery(client, store, control, crash)
     return idle, recovery
+
+
+def _isolation_phase(
+    options: BenchOptions,
+    setup: _Stack,
+    client: AmberClient,
+    stack: contextlib.ExitStack,
+    tmp: Path,
+    tag: str,
+) -> dict[str, Any]:
+    """Healthy batches with and without poison runs beside them, a surgical pool serving the
+    poisoned tasks as in production."""
+    progress(
+        f"isolation: {options.isolation_runs} healthy runs per batch, clean and beside 10 %"
+        " poison runs (traps, fuel bombs, memory bombs), interleaved"
+    )
+    worker = setup.workers[0]
+    surgeon = _spawn(
+        "surgical",
+        ["--server", setup.target, "worker", "--pool", "surgical", "--poll-wait", "1"],
+        worker.env,
+        worker.log.parent,
+    )
+    stack.callback(_stop, surgeon)
+
+    def batch(jobs: Sequence[tuple[str, int]]) -> dict[str, Any]:
+        return _run_batch(client, jobs, 3, options.timeout_s, options.w)
+
+    phase = IsolationOptions(runs=options.isolation_runs, tag=f"bench-{tag}-iso")
+    return measure_isolation(client, batch, phase, tmp)
 
 
 def _worker_control(worker: _Child, stack: contextlib.ExitStack) -> WorkerControl:

@@ -163,6 +163,8 @@ def _targets(
     sandbox = result.get("sandbox")
     idle = result.get("idle_cost") or {}
     recovery = result.get("recovery") or {}
+    isolation = result.get("isolation") or {}
+    diagnosis = isolation.get("time_to_diagnosis_s") or {}
     rss_ratios = [r for r in idle.get("worker_rss_ratio", []) if r is not None]
     idle_note = f"{idle['parked']} runs parked" if idle else elsewhere
     full = bool(idle) and idle["parked"] >= 10_000
@@ -207,6 +209,11 @@ def _targets(
                 if recovery else None,
                 note=f"{recovery['runs']} runs, {recovery['activities_rerun']} activities re-run"
                 f" (bound {recovery['at_least_once_bound']})" if recovery else elsewhere),
+        _Target(name="isolation_ratio",
+                text="healthy workflows/s beside 10 % poison runs ≥ 0.95 × without",
+                measured=isolation.get("isolation_ratio"), at_least=0.95,
+                note=f"time to diagnosis p50 {diagnosis.get('p50')} s, max {diagnosis.get('max')} s"
+                if isolation else elsewhere),
     ]  # fmt: skip
 
 
@@ -303,10 +310,11 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
         "idle_worker_rss_ratio": "worker RSS after / before parking",
         "idle_db_bytes_per_run": "database bytes per parked run",
         "recovery_drain_s": "SIGKILL → all done, s",
+        "isolation_ratio": "isolation (with / without poison)",
     }
     for key, text in extra.items():
         t = targets[key]
-        digits = 3 if key == "idle_worker_rss_ratio" else 1
+        digits = 3 if key in ("idle_worker_rss_ratio", "isolation_ratio") else 1
         detail = f" ({t['note']})" if t.get("note") else ""
         lines.append(
             f"{text:<34} {_f(t['measured'], digits):>6}   target {t['target']}:"

@@ -86,6 +86,12 @@ def register(
         help="runs in flight when the recovery phase SIGKILLs the worker (0: skip)",
     )
     parser.add_argument(
+        "--isolation-runs",
+        type=int,
+        default=200,
+        help="healthy runs per batch of the isolation phase, beside 10 %% poison runs (0: skip)",
+    )
+    parser.add_argument(
         "--sandbox-repetitions",
         type=int,
         default=2000,
@@ -160,6 +166,7 @@ def bench(args: argparse.Namespace) -> int:
         commit_probe_s=args.commit_probe,
         idle_runs=args.idle_runs,
         recovery_runs=args.recovery_runs,
+        isolation_runs=args.isolation_runs,
         sandbox_repetitions=args.sandbox_repetitions,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C

@@ -30,7 +30,7 @@ from amber.tools._bench_peers import (
 from tests.conftest import ROOT
 
 N, K, W, LATENCY_RUNS = 5, 2, 2, 2
-IDLE_RUNS, RECOVERY_RUNS = 20, 10
+IDLE_RUNS, RECOVERY_RUNS, ISOLATION_RUNS = 20, 10, 10
 TARGETS = (
     "throughput_vs_dbos",
     "throughput_vs_temporal",
@@ -44,6 +44,7 @@ TARGETS = (
     "idle_worker_rss_ratio",
     "idle_db_bytes_per_run",
     "recovery_drain_s",
+    "isolation_ratio",
 )
 
 # Speaks run_all.sh's interface: knobs from the environment, summarize.py's results.json out.
@@ -76,7 +77,7 @@ def bench(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         *("--n", str(N), "--k", str(K), "--w", str(W), "--latency-runs", str(LATENCY_RUNS)),
         *("--stats-settle", "1.5", "--commit-probe", "0.5", "--output", str(output)),
         *("--idle-runs", str(IDLE_RUNS), "--recovery-runs", str(RECOVERY_RUNS)),
-        *("--sandbox-repetitions", "20"),
+        *("--sandbox-repetitions", "20", "--isolation-runs", str(ISOLATION_RUNS)),
     ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -128,6 +129,21 @@ def test_parked_runs_are_measured_and_woken(bench: dict[str, Any]) -> None:
     assert idle["timers_per_run"] == 1.0 and idle["events_per_run"] > 0
     assert idle["db_bytes_per_run"] >= 0
     assert all(r > 0 for r in idle["worker_rss_ratio"])
+
+
+@pytest.mark.slow
+def test_the_isolation_phase_measures_healthy_throughput_beside_poison_runs(
+    bench: dict[str, Any],
+) -> None:
+    isolation = bench["json"]["isolation"]
+    assert isolation["errors"] == []
+    assert isolation["healthy_runs_per_batch"] == ISOLATION_RUNS
+    assert len(isolation["clean_workflows_per_s"]) == len(isolation["poisoned_workflows_per_s"])
+    assert all(r > 0 for r in isolation["clean_workflows_per_s"])
+    assert isolation["isolation_ratio"] > 0
+    diagnosis = isolation["time_to_diagnosis_s"]
+    assert diagnosis["runs"] == isolation["rounds"] * isolation["poison_runs_per_batch"]
+    assert bench["json"]["targets"]["isolation_ratio"]["measured"] == isolation["isolation_ratio"]
 
 
 @pytest.mark.slow
