@@ -222,6 +222,7 @@ if TYPE_CHECKING:
         requeue_task_txn,
         run_tasks_txn,
         timed_out_tasks_txn,
+        unheld_leases_txn,
     )
     from ._timers import (
         EXECUTION_TIMER_ID,
@@ -426,6 +427,7 @@ _LAZY: dict[str, str] = {
     "take_query_answer_txn": "_queries",
     "take_query_answers_txn": "_queries",
     "timed_out_tasks_txn": "_tasks",
+    "unheld_leases_txn": "_tasks",
     "troubled_runs_txn": "_poison",
     "try_lock_run_txn": "_runs",
     "undelivered_approvals_txn": "_approvals",
@@ -626,6 +628,7 @@ __all__ = [
     "troubled_runs_txn",
     "try_lock_run_txn",
     "undelivered_approvals_txn",
+    "unheld_leases_txn",
     "use_token_txn",
     "verify_audit_txn",
     "version_use_txn",

@@ -16,6 +16,7 @@ the sweeper's index looks at.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -491,6 +492,20 @@ def expired_leases_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[
         f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE state = 'leased' AND lease_expires_at < %s"
         " ORDER BY lease_expires_at LIMIT %s FOR UPDATE SKIP LOCKED",
         (now, limit),
+    )
+    return [_task(row) for row in cur.fetchall()]
+
+
+def unheld_leases_txn(
+    cur: Cursor, worker: str, holding: Sequence[int], *, leased_before: datetime, lease: timedelta
+) -> list[Task]:
+    """Lock the tasks leased to `worker` before `leased_before` (their lease has not been
+    extended since) that it says it does not hold."""
+    cur.execute(
+        f"SELECT {TASK_COLUMNS} FROM amber_tasks WHERE state = 'leased' AND lease_owner = %s"
+        " AND task_id <> ALL(%s) AND lease_expires_at < %s ORDER BY task_id LIMIT 100"
+        " FOR UPDATE SKIP LOCKED",
+        (worker, list(holding), leased_before + lease),
     )
     return [_task(row) for row in cur.fetchall()]
 

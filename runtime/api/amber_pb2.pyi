@@ -634,16 +634,20 @@ class GetModuleResponse(_message.Message):
     def __init__(self, module: _Optional[bytes] = ...) -> None: ...
 
 class PollTaskRequest(_message.Message):
-    __slots__ = ("worker_id", "queue", "wait_ms", "pool")
+    __slots__ = ("worker_id", "queue", "wait_ms", "pool", "reconcile", "holding")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     QUEUE_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     POOL_FIELD_NUMBER: _ClassVar[int]
+    RECONCILE_FIELD_NUMBER: _ClassVar[int]
+    HOLDING_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     queue: str
     wait_ms: int
     pool: str
-    def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ..., pool: _Optional[str] = ...) -> None: ...
+    reconcile: bool
+    holding: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ..., pool: _Optional[str] = ..., reconcile: _Optional[bool] = ..., holding: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Task(_message.Message):
     __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested", "upgrade_to", "pool", "crash_count")

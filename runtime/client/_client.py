@@ -529,11 +529,25 @@ class AmberClient:
     # -- workers -----------------------------------------------------------------------------
 
     def poll_task(
-        self, *, worker_id: str, queue: str = "", wait_s: float = 20.0, pool: str = ""
+        self,
+        *,
+        worker_id: str,
+        queue: str = "",
+        wait_s: float = 20.0,
+        pool: str = "",
+        holding: Sequence[int] | None = None,
     ) -> LeasedTask | None:
-        """Lease a task of `queue`: a healthy one, or with `pool="surgical"` a poisoned one."""
+        """Lease a task of `queue`: a healthy one, or with `pool="surgical"` a poisoned one.
+
+        `holding`: the tasks this worker runs now; the server then frees any other lease it
+        granted `worker_id` that never arrived (lease reconciliation)."""
         request = pb.PollTaskRequest(
-            worker_id=worker_id, queue=queue, wait_ms=int(wait_s * 1000), pool=pool
+            worker_id=worker_id,
+            queue=queue,
+            wait_ms=int(wait_s * 1000),
+            pool=pool,
+            reconcile=holding is not None,
+            holding=list(holding or ()),
         )
         response = self._call(self._stub.PollTask, request, extra_timeout_s=wait_s)
         return m.leased_from_pb(response.task) if response.HasField("task") else None

@@ -336,7 +336,12 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         try:
             while context.is_active():
                 seen = notifier.task_generation(queue, pool)
-                claimed = self._tasks.claim(queue=queue, worker=request.worker_id, pool=pool)
+                claimed = self._tasks.claim(
+                    queue=queue,
+                    worker=request.worker_id,
+                    pool=pool,
+                    holding=list(request.holding) if request.reconcile else None,
+                )
                 if claimed is not None:
                     notifier.pass_on(queue, pool)
                     return pb.PollTaskResponse(task=m.claimed_to_pb(claimed))

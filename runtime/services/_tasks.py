@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from amber.abi import (
     NAME,
@@ -58,6 +58,7 @@ from amber.history import (
     take_leased_task_txn,
     timed_out_tasks_txn,
     try_lock_run_txn,
+    unheld_leases_txn,
 )
 from amber.runtime.model import (
     MAX_NEW_COMMANDS,
@@ -96,6 +97,8 @@ class Claim:
 
 
 _UPGRADE_CACHE_S = 5.0
+RECONCILE_GRACE = timedelta(seconds=5)
+"""How old a lease must be before a worker not holding it releases it (reconciliation)."""
 _READS = frozenset({TaskKind.QUERY, TaskKind.CHECK})
 """Tasks that only read a run (a replay that appends nothing); answered, never retried."""
 
@@ -122,11 +125,53 @@ class TaskService:
 
     # -- leasing -----------------------------------------------------------------------------
 
-    def claim(self, *, queue: str, worker: str, pool: str = "main") -> ClaimedTask | None:
+    def claim(
+        self,
+        *,
+        queue: str,
+        worker: str,
+        pool: str = "main",
+        holding: Sequence[int] | None = None,
+    ) -> ClaimedTask | None:
         """Lease the next visible task of `queue` in `pool` (main, or surgical: poisoned
-        tasks only), or None."""
+        tasks only), or None.
+
+        With `holding` (the tasks the worker runs now), leases of this worker it does not hold
+        go back to their queue first (`reconcile_txn`)."""
         claim = Claim(queue=queue, worker=worker, pool=pool)
-        return self._db.run(lambda cur: self._claim_txn(cur, claim))
+
+        def txn(cur: Cursor) -> tuple[ClaimedTask | None, list[Wake]]:
+            wakes = [] if holding is None else self.reconcile_txn(cur, worker, holding)
+            return self._claim_txn(cur, claim), wakes
+
+        claimed, wakes = self._db.run(txn)
+        poke(self._notifier, wakes)
+        return claimed
+
+    def reconcile_txn(self, cur: Cursor, worker: str, holding: Sequence[int]) -> list[Wake]:
+        """Return to their queues the tasks leased to `worker` that it says it does not hold.
+
+        Such a grant never reached the worker: it went out in an answer its server did not live
+        to send (eager dispatch commits the lease with the report). Counting nothing, neither
+        an attempt nor a crash, it is free again at once instead of at its lease's expiry.
+        Leases younger than `RECONCILE_GRACE` are left alone: they may be in flight to another
+        of the worker's slots right now."""
+        now = self._clock.now()
+        unheld = unheld_leases_txn(
+            cur,
+            worker,
+            holding,
+            leased_before=now - RECONCILE_GRACE,
+            lease=self._settings.lease,
+        )
+        wakes: list[Wake] = []
+        for task in unheld:
+            release_task_txn(cur, task, now)
+            notify_txn(cur, TASKS_CHANNEL, task.queue)
+            wakes.append((TASKS_CHANNEL, task.queue))
+        if unheld:
+            _log.info("released %d lease(s) %s did not hold", len(unheld), worker)
+        return wakes
 
     def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
         now = self._clock.now()

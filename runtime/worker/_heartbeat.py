@@ -64,6 +64,11 @@ class Heartbeats(threading.Thread):
         with self._cond:
             self._beats.pop(id(task), None)
 
+    def holding(self) -> list[int]:
+        """The ids of the tasks this worker is running now."""
+        with self._cond:
+            return [beat.task.task_id for beat in self._beats.values()]
+
     def expires_at(self, task: LeasedTask) -> datetime:
         """The lease expiry the server last confirmed (the leased value once untracked)."""
         with self._cond:

@@ -202,6 +202,7 @@ class Worker:
             queue=self.settings.queue,
             wait_s=wait_s,
             pool=self.settings.pool,
+            holding=self._heartbeat.holding(),
         )
         if task is None:
             return False

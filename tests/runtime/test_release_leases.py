@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,38 @@ def test_releasing_needs_a_worker_id(make_server: Callable[..., InProcessServer]
     srv = make_server()
     with pytest.raises(InvalidInput, match="worker_id"):
         srv.client.release_leases("")
+
+
+def test_a_grant_that_never_reached_its_worker_is_freed_at_its_next_poll_without_a_crash(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes]
+) -> None:
+    # Eager dispatch commits a lease with the report it answers: a server that dies before
+    # sending that answer leaves a task leased to a worker that never got it. The worker's next
+    # poll says what it holds; the rest of its leases go back at once, counted as nothing.
+    from amber.runtime.model._clock import ManualClock
+
+    clock = ManualClock()
+    srv = make_server(settings=HOUR_LEASE, clock=clock)
+    srv.client.upload_version(modules["chain"], promote=True)
+    lost_run = srv.client.start_run("chain", {"k": 1, "value": 1}).run.run_id
+    lost = srv.client.poll_task(worker_id="w", wait_s=5)  # the answer that "never arrived"
+    assert lost is not None and lost.run_id == lost_run
+    held_run = srv.client.start_run("chain", {"k": 1, "value": 2}).run.run_id
+    held = srv.client.poll_task(worker_id="w", wait_s=5, holding=[])
+    assert held is not None and held.run_id == held_run  # the lost one is too young to free
+
+    clock.advance(timedelta(seconds=10))
+    again = srv.client.poll_task(worker_id="w", wait_s=5, holding=[held.task_id])
+    assert again is not None and again.task_id == lost.task_id  # freed, and leased anew
+    assert again.attempt == lost.attempt and again.fencing > lost.fencing
+    assert srv.client.describe(lost_run).recent_failures == ()  # no worker_lost crash
+    assert {t.lease_owner for t in srv.client.describe(held_run).tasks} == {"w"}  # kept
+    with pytest.raises(LeaseLost):  # the grant that never arrived cannot report either
+        srv.client.complete_workflow(lost, _done(), worker_id="w")
+
+
+def _done() -> Any:
+    from amber.abi import WorkflowStatus
+    from amber.runtime.model import WorkflowCompletion
+
+    return WorkflowCompletion(expected_last_seq=1, commands=(), status=WorkflowStatus.SUSPENDED)
