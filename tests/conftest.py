@@ -47,8 +47,10 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "shipment": (ROOT / "abi" / "samples" / "shipment.c", {}),
     "payments": (ROOT / "abi" / "samples" / "payments.c", {}),
     "expense": (ROOT / "abi" / "samples" / "expense.c", {}),
+    "poison": (ROOT / "abi" / "samples" / "poison.c", {}),
     "hostile": (ROOT / "tests" / "guests" / "hostile.c", {}),
     "exiter": (ROOT / "tests" / "guests" / "exiter.c", {}),
+    "recursion": (ROOT / "tests" / "guests" / "recursion.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
     **{
         f"rollout_v{v}": (ROOT / "abi" / "samples" / "rollout.c", {"ROLLOUT_V": str(v)})

@@ -46,6 +46,11 @@ def register(
         help="guests run at once: one in the worker process, the others in reused child"
         " processes (default: the number of cores; 1 runs everything in process)",
     )
+    p.add_argument(
+        "--budgets",
+        help='JSON file of limits per workflow type and activity: {"workflows": {NAME: {"fuel":'
+        ' N, "deadline_s": S, "memory_mb": M}}, "activities": {...}}',
+    )
     p.add_argument("--queue", default="main")
     p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
     p.add_argument("--fuel", type=int, default=1_000_000_000)

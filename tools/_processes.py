@@ -25,7 +25,7 @@ from amber.runtime.client import AmberClient
 from amber.runtime.model import EngineSettings, SystemClock
 from amber.runtime.sandbox import ParallelSandbox, SandboxEngine, SandboxLimits, guest_runner
 from amber.runtime.server import AmberServer, ApprovalPageOptions
-from amber.runtime.worker import Worker, WorkerSettings, configure_tracing
+from amber.runtime.worker import Budgets, Worker, WorkerSettings, configure_tracing
 
 APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
 
@@ -122,6 +122,8 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
     )
     if args.worker_id:
         settings = replace(settings, worker_id=args.worker_id, release_on_start=True)
+    if args.budgets:
+        settings = replace(settings, budgets=Budgets.from_file(Path(args.budgets)))
     return settings
 
 

@@ -43,6 +43,7 @@ from ._faults import (
     ModuleUnavailable,
     NonDeterminism,
     OutOfFuel,
+    StackOverflow,
 )
 from ._ids import new_run_id
 from ._projection import Projection, RecordedCommand, project
@@ -123,6 +124,7 @@ __all__ = [
     "RunClosed",
     "RunDescription",
     "SignalRequest",
+    "StackOverflow",
     "StartRequest",
     "StartResult",
     "SystemClock",

@@ -33,6 +33,9 @@ class FailureReason(enum.StrEnum):
     """An activity returned an error (not a fault of the sandbox)."""
     HOST_CRASH = "host_crash"
     """The process hosting the sandbox died (exit code or signal) before the activation ended."""
+    STACK_OVERFLOW = "stack_overflow"
+    """Runaway recursion: wasm's call stack ran out, or a C guest's stack in linear memory ran
+    past its end (which wasm sees as an out-of-bounds access deep in a recursion)."""
 
 
 class GuestFault(AmberError):
@@ -72,6 +75,12 @@ class GuestTrap(GuestFault):
     """The guest trapped (unreachable, out-of-bounds access, division by zero, ...)."""
 
     reason = FailureReason.TRAP
+
+
+class StackOverflow(GuestFault):
+    """The guest recursed past its stack."""
+
+    reason = FailureReason.STACK_OVERFLOW
 
 
 class OutOfFuel(GuestFault):

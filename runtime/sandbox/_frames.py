@@ -32,6 +32,7 @@ from amber.runtime.model import (
     ModuleUnavailable,
     NonDeterminism,
     OutOfFuel,
+    StackOverflow,
 )
 
 from ._host import MAX_RECORD_DETAIL, ActivationKind, HostCallRecord
@@ -49,6 +50,7 @@ FAULT_TYPES: dict[str, type[GuestFault]] = {
     cls.__name__: cls
     for cls in (
         GuestTrap,
+        StackOverflow,
         OutOfFuel,
         MemoryLimitExceeded,
         DeadlineExceeded,

@@ -37,6 +37,7 @@ from amber.runtime.model import (
     MemoryLimitExceeded,
     ModuleUnavailable,
     OutOfFuel,
+    StackOverflow,
 )
 
 from . import _fastcall as _fastcall
@@ -303,7 +304,13 @@ class Sandbox:
                 request,
                 usage,
             )
-        if usage.at_memory_limit(request.limits.memory_bytes):
+        if code == wasmtime.TrapCode.STACK_OVERFLOW or (
+            code == wasmtime.TrapCode.MEMORY_OUT_OF_BOUNDS and _recursing(trap)
+        ):
+            fault = self._contextual(
+                StackOverflow, f"runaway recursion ({name}): {trap.message}", request, usage
+            )
+        elif usage.at_memory_limit(request.limits.memory_bytes):
             fault = self._contextual(
                 MemoryLimitExceeded,
                 f"trapped ({name}) with memory at its limit of {request.limits.memory_bytes} bytes",
@@ -323,3 +330,17 @@ class Sandbox:
             # Instantiation refused: the module's initial memory or table exceeds the limits.
             return self._contextual(MemoryLimitExceeded, message, request, usage)
         return self._contextual(GuestTrap, message, request, usage)
+
+
+_RECURSION_FRAMES = 16
+
+
+def _recursing(trap: wasmtime.Trap) -> bool:
+    """Whether a trap happened deep in a recursion: its (truncated) backtrace is at least
+    `_RECURSION_FRAMES` frames of one or two functions calling each other. A C guest's stack
+    lives in linear memory below its data; recursing past it is an out-of-bounds access, and
+    this is how it is told from a stray pointer."""
+    frames = trap.frames or []
+    if len(frames) < _RECURSION_FRAMES:
+        return False
+    return len({frame.func_index for frame in frames[:_RECURSION_FRAMES]}) <= 2

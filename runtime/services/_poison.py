@@ -33,6 +33,7 @@ CRASHES = frozenset(
         FailureReason.NON_DETERMINISM,
         FailureReason.MALFORMED_OUTPUT,
         FailureReason.ABI_VIOLATION,
+        FailureReason.STACK_OVERFLOW,
         FailureReason.WORKER_LOST,
         FailureReason.MODULE_UNAVAILABLE,
         FailureReason.PAYLOAD_TOO_LARGE,
@@ -42,12 +43,15 @@ CRASHES = frozenset(
 )
 """Failure reasons that count as crashes (anything else follows the retry policy)."""
 
-POISON_AT_ONCE = frozenset({FailureReason.TRAP, FailureReason.NON_DETERMINISM})
+POISON_AT_ONCE = frozenset(
+    {FailureReason.TRAP, FailureReason.STACK_OVERFLOW, FailureReason.NON_DETERMINISM}
+)
 """Deterministic faults: in workflow code they poison on their first occurrence."""
 
 GUEST_FAULTS = frozenset(
     {
         FailureReason.TRAP,
+        FailureReason.STACK_OVERFLOW,
         FailureReason.OUT_OF_FUEL,
         FailureReason.MEMORY_LIMIT,
         FailureReason.NON_DETERMINISM,

@@ -6,10 +6,13 @@ Rule: reaches the server only through `client`; imports `client`, `replay`, `san
 
 from __future__ import annotations
 
+from ._budgets import Budget, Budgets
 from ._tracing import JsonLinesExporter, configure_tracing, tracer
 from ._worker import DetailedTrace, Worker, WorkerSettings
 
 __all__ = [
+    "Budget",
+    "Budgets",
     "DetailedTrace",
     "JsonLinesExporter",
     "Worker",

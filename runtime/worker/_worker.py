@@ -66,6 +66,7 @@ from amber.runtime.sandbox import (
     repro_of,
 )
 
+from ._budgets import Budgets
 from ._heartbeat import Heartbeats
 from ._histories import RunCopies, RunCopy
 from ._tracing import tracer
@@ -92,6 +93,8 @@ class WorkerSettings:
     release_on_start: bool = False
     """`worker_id` is stable across restarts and unique among live workers: on start, give up
     the leases a previous process under it held, instead of waiting for them to expire."""
+    budgets: Budgets = field(default_factory=Budgets)
+    """Limits per workflow type and per activity, over the two defaults above."""
     run_copies: int = 1024
     """Histories of recently served runs kept, so that after an activity completes the worker
     runs the workflow's next activation itself and reports both at once (0: never)."""
@@ -337,7 +340,7 @@ class Worker:
             digest=digest,
             input=task.input,
             events=task.events,
-            limits=self.settings.workflow_limits,
+            limits=self._workflow_limits(workflow_type),
         )
 
     def _try_upgrade(self, task: LeasedTask) -> tuple[WorkflowStep | None, dict[str, Any] | None]:
@@ -454,7 +457,7 @@ class Worker:
             digest=copy.digest,
             input=copy.input,
             events=seen.events,
-            limits=self.settings.workflow_limits,
+            limits=self._workflow_limits(copy.workflow_type),
         )
         attributes: dict[str, str | int] = {
             "amber.run_id": task.run_id,
@@ -488,7 +491,7 @@ class Worker:
             digest=task.digest,
             input=task.input,
             events=task.events,
-            limits=self.settings.workflow_limits,
+            limits=self._workflow_limits(task.args.decode()),
         )
         result: bytes | None = None
         error: ErrorInfo | None = None
@@ -513,8 +516,11 @@ class Worker:
             cancel_requested=lambda: self._heartbeat.cancel_requested(task),
         )
 
+    def _workflow_limits(self, workflow_type: str) -> SandboxLimits:
+        return self.settings.budgets.for_workflow(workflow_type, self.settings.workflow_limits)
+
     def _run_activity(self, task: LeasedTask, span: Span) -> LeasedTask | None:
-        limits = self.settings.activity_limits
+        limits = self.settings.budgets.for_activity(task.name, self.settings.activity_limits)
         now = self._clock.now()
         if task.deadline is not None:
             # The attempt's own start-to-close / schedule-to-close deadline replaces the worker's

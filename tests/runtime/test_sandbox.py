@@ -170,6 +170,24 @@ def test_a_trap_carries_its_trap_code(sandbox: Sandbox, modules: dict[str, bytes
     assert caught.value.step == 7
 
 
+def test_runaway_recursion_is_a_stack_overflow_and_a_stray_pointer_is_not(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    # A C guest's stack lives in linear memory: recursing past it is an out-of-bounds access,
+    # told apart from a stray pointer by the recursion in the backtrace.
+    from amber.runtime.model import StackOverflow
+
+    digest = _digest(modules, "recursion")
+    with pytest.raises(StackOverflow) as caught:
+        _activity(sandbox, digest, "deep")
+    assert caught.value.reason is FailureReason.STACK_OVERFLOW
+    assert caught.value.trap_code == "memory_out_of_bounds"
+    with pytest.raises(GuestTrap) as stray:
+        _activity(sandbox, digest, "shallow")
+    assert not isinstance(stray.value, StackOverflow)
+    assert stray.value.trap_code == "memory_out_of_bounds"
+
+
 def test_the_orders_workflow_suspends_on_its_first_activity(
     sandbox: Sandbox, modules: dict[str, bytes]
 ) -> None:
