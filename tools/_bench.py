@@ -105,6 +105,8 @@ class BenchOptions:
     """Runs in flight when the recovery phase kills the worker (0: skip it)."""
     isolation_runs: int = 200
     """Healthy runs per batch of the isolation phase, beside 10 % poison runs (0: skip it)."""
+    worker_fuel: int | None = None
+    """The workers' fuel budget per activation (`amber worker --fuel`; None: its default)."""
     sandbox_repetitions: int = 2000
     """Activations timed by the in-process sandbox microbenchmark (0: skip it)."""
 
@@ -236,6 +238,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             "server": setup.target if options.target else f"started by the bench ({setup.target})",
             "db": setup.db.description if setup.db else None,
             "module_sha256": built.sha256,
+            "worker_fuel": options.worker_fuel,
             "source_revision": _source_revision(),
         },
         "throughput": {
@@ -334,7 +337,8 @@ def _isolation_phase(
     worker = setup.workers[0]
     surgeon = _spawn(
         "surgical",
-        ["--server", setup.target, "worker", "--pool", "surgical", "--poll-wait", "1"],
+        ["--server", setup.target, "worker", "--pool", "surgical", "--poll-wait", "1"]
+        + ([] if options.worker_fuel is None else ["--fuel", str(options.worker_fuel)]),
         worker.env,
         worker.log.parent,
     )
@@ -401,6 +405,8 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
         # A stable id, as under a supervisor: a restarted worker gives up its predecessor's
         # leases at once (the recovery phase).
         args = ["--server", target, "worker", "--poll-wait", "1", "--worker-id", f"bench-{tag}-{i}"]
+        if options.worker_fuel is not None:
+            args += ["--fuel", str(options.worker_fuel)]
         child = _spawn(f"worker-{i}", args, env, tmp / "logs")
         stack.callback(_stop, child)
         workers.append(child)

@@ -86,6 +86,11 @@ def register(
         help="runs in flight when the recovery phase SIGKILLs the worker (0: skip)",
     )
     parser.add_argument(
+        "--worker-fuel",
+        type=int,
+        help="the workers' fuel budget per activation (default: amber worker's own)",
+    )
+    parser.add_argument(
         "--isolation-runs",
         type=int,
         default=200,
@@ -167,6 +172,7 @@ def bench(args: argparse.Namespace) -> int:
         idle_runs=args.idle_runs,
         recovery_runs=args.recovery_runs,
         isolation_runs=args.isolation_runs,
+        worker_fuel=args.worker_fuel,
         sandbox_repetitions=args.sandbox_repetitions,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
