@@ -33,6 +33,11 @@ class RunCopy:
     def head(self) -> int:
         return self.events[-1].seq if self.events else 0
 
+    @property
+    def size(self) -> int:
+        """Bytes it holds (payloads and input), for the copies' memory bound."""
+        return len(self.input) + sum(len(e.raw) for e in self.events)
+
     def extended(self, appended: tuple[Event, ...]) -> RunCopy | None:
         """This copy with `appended` after its head, or None if they do not follow it."""
         if not appended or appended[0].seq != self.head + 1:
@@ -49,11 +54,16 @@ class RunCopy:
 
 
 class RunCopies:
-    """Bounded, thread-safe map of run id → `RunCopy` (the worker's slots share it)."""
+    """Bounded, thread-safe map of run id → `RunCopy` (the worker's slots share it): at most
+    `capacity` runs and `max_bytes` of their payloads, least recently used out first; a run
+    bigger than a tenth of that is not kept (its workflow tasks bring its history as before)."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, max_bytes: int = 64 * 1024 * 1024) -> None:
         self.capacity = capacity
+        self.max_bytes = max_bytes
         self._copies: OrderedDict[str, RunCopy] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, run_id: str) -> RunCopy | None:
@@ -66,15 +76,30 @@ class RunCopies:
     def put(self, copy: RunCopy) -> None:
         if self.capacity <= 0:
             return
+        size = copy.size
         with self._lock:
+            self._forget(copy.run_id)
+            if size > self.max_bytes // 10:
+                return
             self._copies[copy.run_id] = copy
-            self._copies.move_to_end(copy.run_id)
-            while len(self._copies) > self.capacity:
-                self._copies.popitem(last=False)
+            self._sizes[copy.run_id] = size
+            self._bytes += size
+            while len(self._copies) > self.capacity or self._bytes > self.max_bytes:
+                oldest = next(iter(self._copies))
+                self._forget(oldest)
 
     def drop(self, run_id: str) -> None:
         with self._lock:
-            self._copies.pop(run_id, None)
+            self._forget(run_id)
+
+    @property
+    def bytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    def _forget(self, run_id: str) -> None:
+        if self._copies.pop(run_id, None) is not None:
+            self._bytes -= self._sizes.pop(run_id)
 
     def __len__(self) -> int:
         with self._lock:
