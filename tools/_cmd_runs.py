@@ -1,7 +1,8 @@
 """`amber run ...` (alias `runs`): a workflow run's life, as thin clients of the gRPC API.
 
-Exit codes: 0 done; 2 refused (the message says why); 3 when the run failed (`start --wait`,
-`result`) or `migrate` left a run unmoved; 4 when `result` found the run still open.
+Exit codes: 0 done; 2 refused (the message says why); 3 when the run ended without a result
+(failed, cancelled, terminated, timed out: `start --wait`, `result`) or `migrate` left a run
+unmoved; 4 when `start --wait` or `result` found the run still open.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 from amber.abi import InvalidInput
+from amber.history import Run, RunStatus
 from amber.runtime.client import AmberClient, encode
 
 from . import _output as out
@@ -48,13 +50,20 @@ def run_start(client: AmberClient, args: argparse.Namespace) -> int:
         if args.signal:
             doc.update(signalled=started.signalled, duplicate=started.duplicate)
         out.emit_json(doc)
-        return 0
+        return _exit_code(run) if args.wait else 0
     if started.already_started:
         print(f"workflow id {run.workflow_id} already started run {run.run_id}")
     if started.duplicate:
         print("signal not delivered: its request id was delivered before")
     print(out.run_text(run))
-    return 0 if run.status.value != "failed" else 3
+    return _exit_code(run) if args.wait else 0
+
+
+def _exit_code(run: Run) -> int:
+    """0 completed (or continued as a new run), 3 ended without a result, 4 still open."""
+    if run.status is RunStatus.RUNNING:
+        return 4
+    return 0 if run.status in (RunStatus.COMPLETED, RunStatus.CONTINUED_AS_NEW) else 3
 
 
 def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
@@ -116,13 +125,16 @@ def run_result(client: AmberClient, args: argparse.Namespace) -> int:
     run = client.result(args.run_id, wait_s=args.wait, tenant=args.tenant)
     if args.json:
         out.emit_json(out.run_json(run))
-    elif run.status.value == "completed":
+    elif run.status is RunStatus.COMPLETED:
         print(out.compact(out.payload(run.result), 10_000))
-    elif run.status.value == "failed":
-        print(f"failed: {run.error_type}: {run.error_message}")
+    elif run.status is RunStatus.RUNNING:
+        print(f"run {run.run_id} is still running")
+    elif run.status is RunStatus.CONTINUED_AS_NEW:
+        print(f"run {run.run_id} continued as a new run (its workflow id names the current one)")
     else:
-        print(f"run {run.run_id} is still {run.status.value}")
-    return {"completed": 0, "failed": 3}.get(run.status.value, 4)
+        detail = f": {run.error_type}: {run.error_message}" if run.error_type else ""
+        print(f"{run.status.value}{detail}")
+    return _exit_code(run)
 
 
 def run_list(client: AmberClient, args: argparse.Namespace) -> int:
@@ -134,7 +146,7 @@ def run_list(client: AmberClient, args: argparse.Namespace) -> int:
         out.emit_json({"runs": [out.run_json(r) for r in runs], "next_page": token or None})
         return 0
     rows = [
-        [r.run_id, r.workflow_type, r.workflow_id[:24], r.status.value, r.digest[:12],
+        [r.run_id, r.workflow_type, out.clip(r.workflow_id, 24), r.status.value, r.digest[:12],
          r.created_at.strftime("%Y-%m-%d %H:%M:%S")]
         for r in runs
     ]  # fmt: skip
@@ -169,7 +181,12 @@ def run_cancel(client: AmberClient, args: argparse.Namespace) -> int:
     requested = client.cancel(
         args.run_id, reason=args.reason, operator=operator_name(args), tenant=args.tenant
     )
-    print("cancellation requested" if requested else "cancellation was already requested")
+    if args.json:
+        out.emit_json(
+            {"run": args.run_id, "requested": requested, "already_requested": not requested}
+        )
+    else:
+        print("cancellation requested" if requested else "cancellation was already requested")
     return 0
 
 
@@ -177,7 +194,10 @@ def run_terminate(client: AmberClient, args: argparse.Namespace) -> int:
     client.terminate(
         args.run_id, reason=args.reason, operator=operator_name(args), tenant=args.tenant
     )
-    print("terminated")
+    if args.json:
+        out.emit_json({"run": args.run_id, "terminated": True})
+    else:
+        print("terminated")
     return 0
 
 
@@ -272,7 +292,7 @@ def register(
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the run to close")
     p.set_defaults(remote=run_result)
     p = run.add_parser("list", parents=[common])
-    p.add_argument("--status", choices=["running", "completed", "failed"])
+    p.add_argument("--status", choices=[s.value for s in RunStatus])
     p.add_argument("--type")
     p.add_argument("--tenant")
     p.add_argument("--limit", type=int, default=50)

@@ -82,7 +82,8 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
         crash = t.crash
         line = f"task {t.task_id:<8} {t.kind.value}:{t.name} pool={t.pool} attempt={t.attempt}"
         if crash is not None:
-            line += f" crashes={crash.count} at step {crash.step} fingerprint={crash.fingerprint}"
+            step = "-" if crash.step is None else crash.step
+            line += f" crashes={crash.count} at step {step} fingerprint={crash.fingerprint}"
         if t.poisoned_at is not None:
             line += f" poisoned {_since(t.poisoned_at)} ({t.poison_reason})"
         print(line)
@@ -167,14 +168,22 @@ def replay(args: argparse.Namespace) -> int:
     if args.json:
         out.emit_json(doc)
     else:
-        print(f"run       {bundle.run.run_id} task {rec.task_id} ({rec.kind}, step {rec.cmd})")
-        print(f"recorded  {rec.reason} trap={rec.trap_code or '-'} fuel={rec.fuel_used}")
-        print(f"replayed  {result.reason} trap={result.trap_code or '-'} fuel={result.fuel_used}")
+        step = "-" if rec.cmd is None else rec.cmd
+        print(f"run       {bundle.run.run_id} task {rec.task_id} ({rec.kind}, step {step})")
+        print(f"recorded  {rec.reason} trap={rec.trap_code or '-'} fuel={_dash(rec.fuel_used)}")
+        print(
+            f"replayed  {result.reason} trap={result.trap_code or '-'}"
+            f" fuel={_dash(result.fuel_used)}"
+        )
         print(f"          {result.message}")
         verdict = "REPRODUCED" if result.reproduced else "NOT reproduced"
         note = "" if result.input_matches else " (the rebuilt input differs from the recorded)"
         print(f"{verdict}{note}")
     return 0 if result.reproduced else 3
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def _command(client: AmberClient, args: argparse.Namespace, action: str, **extra: Any) -> int:

@@ -14,7 +14,13 @@ from amber.history import Event, Run
 from amber.runtime.model import RunCheck, RunDescription
 from amber.versions import ModuleVersion
 
-_PAYLOAD_KEYS = ("input", "args", "result")
+_PAYLOAD_KEYS = ("input", "args", "result", "payload")
+"""Event keys that hold user payloads (msgpack): shown decoded, as JSON."""
+
+
+def clip(text: str, width: int) -> str:
+    """`text` cut to `width` characters, with a mark where it was cut."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def jsonable(value: Any) -> Any:

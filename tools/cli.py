@@ -13,11 +13,14 @@ engine: a local handler that needs wasmtime, psycopg or Flask imports its body (
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
+from amber import __version__
 from amber.abi import AmberError
 
 from . import (
@@ -35,6 +38,7 @@ from ._build import BuildError
 from ._operator import operator_token
 
 SERVER_ENV = "AMBER_SERVER"
+DEFAULT_PORT = 7233
 
 if TYPE_CHECKING:
     _Register = Callable[
@@ -59,10 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="amber", description="Durable execution on versioned Wasm."
     )
+    parser.add_argument("--version", action="version", version=f"amber {__version__}")
     parser.add_argument(
         "--server",
+        type=server_address,
         default=os.environ.get(SERVER_ENV, "127.0.0.1:7233"),
-        help="server address (default $AMBER_SERVER or 127.0.0.1:7233)",
+        help="server address HOST[:PORT] (default $AMBER_SERVER or 127.0.0.1:7233; port 7233)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     # Also accepted after the subcommand (`amber run list --json`), as users type it.
@@ -74,8 +80,36 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def server_address(text: str) -> str:
+    """`HOST[:PORT]` as gRPC wants it: a bare host gets Amber's port (not gRPC's 443), and an
+    `http://` or `grpc://` prefix, as people paste it, is dropped."""
+    address = text.strip()
+    for scheme in ("http://", "https://", "grpc://", "dns:///"):
+        if address.startswith(scheme):
+            address = address[len(scheme) :]
+    address = address.rstrip("/")
+    if not address:
+        raise argparse.ArgumentTypeError("empty server address")
+    if address.startswith("["):  # [IPv6]:port
+        return address if "]:" in address else f"{address}:{DEFAULT_PORT}"
+    if address.count(":") == 1 or address.startswith("unix:"):
+        return address
+    if ":" in address:  # a bare IPv6 address
+        return f"[{address}]:{DEFAULT_PORT}"
+    return f"{address}:{DEFAULT_PORT}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except BrokenPipeError:  # `amber run list | head`: the reader left, nothing to report
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         local: Callable[[argparse.Namespace], int] | None = getattr(args, "local", None)
         if local is not None:
@@ -85,14 +119,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         token = operator_token()
         with AmberClient(args.server, operator_token=token) as client:
             return int(args.remote(client, args))
-    except (AmberError, BuildError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (AmberError, BuildError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        _error(args, exc)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _error(args: argparse.Namespace, exc: BaseException) -> None:
+    """The error on stderr: a line for people, or with `--json` an object for programs."""
+    if getattr(args, "json", False):
+        doc = {
+            "error": {"type": getattr(exc, "wire_name", type(exc).__name__), "message": str(exc)}
+        }
+        print(json.dumps(doc), file=sys.stderr)
+    else:
+        print(f"error: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":
