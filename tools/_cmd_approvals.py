@@ -135,7 +135,10 @@ def revoke(client: AmberClient, args: argparse.Namespace) -> int:
         operator=operator_name(args),
         tenant=args.tenant or "",
     )
-    print(f"revoked {count} token(s)")
+    if args.json:
+        out.emit_json({"revoked": count})
+    else:
+        print(f"revoked {count} token(s)")
     return 0
 
 
@@ -148,7 +151,14 @@ def change_role(client: AmberClient, args: argparse.Namespace) -> int:
         operator=operator_name(args),
         tenant=args.tenant or "",
     )
-    print(f"{args.approver} {args.roles_command} {args.role}: {'done' if changed else 'no change'}")
+    if args.json:
+        out.emit_json(
+            {"approver": args.approver, "role": args.role, "action": args.roles_command,
+             "changed": changed}
+        )  # fmt: skip
+    else:
+        state = "done" if changed else "no change"
+        print(f"{args.approver} {args.roles_command} {args.role}: {state}")
     return 0
 
 
@@ -168,7 +178,7 @@ def register(
     approvals = sub.add_parser(
         "approvals", parents=[common], help="human approval steps"
     ).add_subparsers(dest="approvals_command", required=True)
-    p = approvals.add_parser("list", parents=[common])
+    p = approvals.add_parser("list", parents=[common], help="approvals and their status")
     p.add_argument("--status", choices=["pending", "approved", "rejected", "expired"])
     p.add_argument("--run", help="only this run")
     p.add_argument("--tenant")
@@ -214,6 +224,6 @@ def register(
         p.add_argument("--operator", help="who (default: your user name)")
         p.add_argument("--tenant")
         p.set_defaults(remote=change_role)
-    p = roles.add_parser("list", parents=[common])
+    p = roles.add_parser("list", parents=[common], help="who holds which approver role")
     p.add_argument("--tenant")
     p.set_defaults(remote=list_roles)

@@ -42,7 +42,10 @@ def verify(client: AmberClient, args: argparse.Namespace) -> int:
 def head(client: AmberClient, args: argparse.Namespace) -> int:
     """The stored head, unverified: run `verify` first if it is to become an anchor."""
     seq, digest = client.audit_head()
-    print(f"{seq} {digest.hex()}")
+    if args.json:
+        out.emit_json({"seq": seq, "hash": digest.hex()})
+    else:
+        print(f"{seq} {digest.hex()}")
     return 0
 
 
@@ -79,7 +82,7 @@ def register(
         "head", parents=[common], help="record count and last hash (verify before anchoring it)"
     )
     p.set_defaults(remote=head)
-    p = audit.add_parser("list", parents=[common])
+    p = audit.add_parser("list", parents=[common], help="audit records, oldest first")
     p.add_argument("--target", help="a run id, approval:ID, a workflow type, a digest, ...")
     p.add_argument("--after", type=int, default=0, help="records after this seq")
     p.add_argument("--limit", type=int, default=100)

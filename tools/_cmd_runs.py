@@ -237,7 +237,7 @@ def register(
     run = sub.add_parser(
         "run", aliases=["runs"], parents=[common], help="workflow runs"
     ).add_subparsers(dest="run_command", required=True)
-    p = run.add_parser("start", parents=[common])
+    p = run.add_parser("start", parents=[common], help="start a run (idempotent on --id)")
     p.add_argument("workflow_type")
     p.add_argument("--input", help="JSON, or @file.json")
     p.add_argument("--id", help="workflow id (idempotency key)")
@@ -281,17 +281,20 @@ def register(
     p.add_argument("--operator", help="who (default: your user name)")
     p.add_argument("--tenant", default="")
     p.set_defaults(remote=run_reset)
-    for name, fn in (("describe", run_describe), ("history", run_history)):
-        p = run.add_parser(name, parents=[common])
+    for name, fn, text in (
+        ("describe", run_describe, "why a run is where it is: tasks, timers, failures"),
+        ("history", run_history, "a run's events, payloads decoded"),
+    ):
+        p = run.add_parser(name, parents=[common], help=text)
         p.add_argument("run_id", help="run id or workflow id")
         p.add_argument("--tenant", default="")
         p.set_defaults(remote=fn)
-    p = run.add_parser("result", parents=[common])
+    p = run.add_parser("result", parents=[common], help="a run's result (waiting with --wait)")
     p.add_argument("run_id", help="run id or workflow id")
     p.add_argument("--tenant", default="")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for the run to close")
     p.set_defaults(remote=run_result)
-    p = run.add_parser("list", parents=[common])
+    p = run.add_parser("list", parents=[common], help="runs, newest first, with filters")
     p.add_argument("--status", choices=[s.value for s in RunStatus])
     p.add_argument("--type")
     p.add_argument("--tenant")

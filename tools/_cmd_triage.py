@@ -112,6 +112,13 @@ def export(client: AmberClient, args: argparse.Namespace) -> int:
     bundle = Bundle.decode(data)
     Path(args.output).write_bytes(data)
     with_repro = sum(1 for f in bundle.failures if f.repro)
+    if args.json:
+        out.emit_json(
+            {"file": str(args.output), "bytes": len(data), "events": len(bundle.events),
+             "modules": len(bundle.modules), "failures": len(bundle.failures),
+             "replayable": with_repro}
+        )  # fmt: skip
+        return 0
     print(
         f"wrote {args.output} ({len(data)} bytes): {len(bundle.events)} events,"
         f" {len(bundle.modules)} module(s), {len(bundle.failures)} failure(s),"

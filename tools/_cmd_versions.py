@@ -233,7 +233,7 @@ def register(
     p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
     p.add_argument("--label", help="name it, e.g. orders@2.0 (a label names one digest forever)")
     p.set_defaults(remote=upload)
-    p = versions.add_parser("list", parents=[common])
+    p = versions.add_parser("list", parents=[common], help="every stored version and its roles")
     p.set_defaults(remote=list_all)
     p = versions.add_parser("show", parents=[common], help="one version, with its drain status")
     p.add_argument("ref", help="digest, prefix or label")

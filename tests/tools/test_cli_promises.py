@@ -73,3 +73,18 @@ def test_a_reader_leaving_the_pipe_early_gets_no_traceback(
     gone = os.fdopen(write, "w", buffering=1)
     monkeypatch.setattr(sys, "stdout", gone)
     assert main(["--server", served.target, "run", "list"]) == 0
+
+
+def test_operator_commands_answer_in_json_when_asked(
+    served: InProcessServer,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = amber(capsys, served, "--json", "approvers", "grant", "finance", "ann",
+                         "--reason", "joined")  # fmt: skip
+    assert code == 0, out
+    assert json.loads(out) == {
+        "approver": "ann", "role": "finance", "action": "grant", "changed": True
+    }  # fmt: skip
+    code, out, _ = amber(capsys, served, "--json", "audit", "head")
+    head = json.loads(out)
+    assert code == 0 and head["seq"] >= 1 and len(head["hash"]) == 64
