@@ -33,6 +33,8 @@ from . import _output as out
 from ._build import build_module
 from ._processes import on_signals
 
+DEV_APPROVAL_PORT = 7234
+"""Where `amber dev` serves the approval page (the same port every start, when free)."""
 SAMPLE_SOURCE = Path(abi.__file__).resolve().parent / "samples" / "orders.c"
 DEMO_INPUT = {"order_id": "A-1001", "sku": "BOOK-42", "quantity": 2, "amount_cents": 3998}
 
@@ -50,7 +52,9 @@ def dev(args: argparse.Namespace) -> int:
         db,
         listen=args.listen,
         approval_sink=ConsoleSink(lambda line: print(line, flush=True)),
-        approval_page=ApprovalPageOptions(port=0, secret_key=secrets.token_bytes(32)),
+        approval_page=ApprovalPageOptions(
+            port=DEV_APPROVAL_PORT, any_port_if_taken=True, secret_key=secrets.token_bytes(32)
+        ),
     )
     port = server.start()
     target = f"127.0.0.1:{port}"

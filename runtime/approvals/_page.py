@@ -25,7 +25,9 @@ which is enough for a handful of approvers; a deployment that wants more can mou
 from __future__ import annotations
 
 import logging
+import os
 import re
+import socket
 import threading
 from datetime import datetime
 from typing import Any, Final
@@ -312,6 +314,7 @@ class ApprovalPage:
         secret_key: bytes,
         host: str = "127.0.0.1",
         port: int = 0,
+        any_port_if_taken: bool = False,
         public_url: str | None = None,
     ) -> None:
         self._public_url = public_url.rstrip("/") if public_url else None
@@ -323,6 +326,7 @@ class ApprovalPage:
         """The WSGI app (tests may wrap `app.wsgi_app` before `start`)."""
         self._host = host
         self._requested_port = port
+        self._any_port_if_taken = any_port_if_taken
         self._server: BaseWSGIServer | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -332,13 +336,15 @@ class ApprovalPage:
         """Listen and serve in a daemon thread; returns the bound port (useful with port 0)."""
         if self._server is not None:
             raise RuntimeError("the approval page is already started")
-        server = make_server(
-            self._host,
-            self._requested_port,
-            self.app,
-            threaded=True,
-            request_handler=_RedactingHandler,
-        )
+        try:
+            server = self._bind(self._requested_port)
+        except OSError:
+            if not self._any_port_if_taken or self._requested_port == 0:
+                raise
+            _log.warning(
+                "port %d is taken: the approval page takes a free one", self._requested_port
+            )
+            server = self._bind(0)
         self._server = server
         self.port = server.port
         # The poll interval bounds how long `stop` waits for the serving loop to notice.
@@ -351,6 +357,23 @@ class ApprovalPage:
         self._thread.start()
         _log.info("approval page listening on %s", self.base_url)
         return self.port
+
+    def _bind(self, port: int) -> BaseWSGIServer:
+        """The server on `port`; `OSError` if it is taken (werkzeug itself would exit)."""
+        sock = socket.create_server((self._host, port))
+        bound = sock.getsockname()[1]
+        fd = sock.detach()
+        try:  # werkzeug serves a duplicate of it
+            return make_server(
+                self._host,
+                bound,
+                self.app,
+                threaded=True,
+                request_handler=_RedactingHandler,
+                fd=fd,
+            )
+        finally:
+            os.close(fd)
 
     def stop(self) -> None:
         """Stop listening (requests in flight finish on their own threads). Idempotent."""

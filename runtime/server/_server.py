@@ -87,6 +87,9 @@ class ApprovalPageOptions:
 
     host: str = "127.0.0.1"
     port: int = 0
+    any_port_if_taken: bool = False
+    """Serve on a free port when `port` is taken (`amber dev`: the same port every start,
+    unless something else holds it)."""
     public_url: str | None = None
     secret_key: bytes
 
@@ -141,6 +144,7 @@ class AmberServer:
                 secret_key=approval_page.secret_key,
                 host=approval_page.host,
                 port=approval_page.port,
+                any_port_if_taken=approval_page.any_port_if_taken,
                 public_url=approval_page.public_url,
             )
         )

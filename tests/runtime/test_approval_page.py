@@ -478,3 +478,25 @@ def test_a_cross_site_post_without_the_csrf_token_is_refused_in_a_real_browser(
     assert wait_until_shown(browser, "error") == "Request refused"
     assert served.desk.calls == []
     assert served.desk.views["tok-alice"].approvals == 0
+
+
+def test_a_page_asked_for_a_taken_port_takes_a_free_one_when_allowed() -> None:
+    import socket
+
+    from amber.runtime.approvals._page import ApprovalPage
+
+    holder = socket.create_server(("127.0.0.1", 0))
+    taken = holder.getsockname()[1]
+    try:
+        strict = ApprovalPage(FakeDesk(views={}), secret_key=b"k" * 32, port=taken)
+        with pytest.raises(OSError):
+            strict.start()
+        page = ApprovalPage(
+            FakeDesk(views={}), secret_key=b"k" * 32, port=taken, any_port_if_taken=True
+        )
+        try:
+            assert page.start() not in (0, taken)
+        finally:
+            page.stop()
+    finally:
+        holder.close()
