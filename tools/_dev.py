@@ -43,6 +43,8 @@ def dev(args: argparse.Namespace) -> int:
     home = Path(args.home).resolve()
     os.environ[HOME_ENV] = str(home)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    # The engine stays quiet, but what the guest logs is the developer's own output.
+    logging.getLogger("amber.guest").setLevel(logging.INFO)
     configure_tracing("amber-dev")
     started = time.monotonic()
     where = "AMBER_DATABASE_URL" if os.environ.get("AMBER_DATABASE_URL") else "embedded PostgreSQL"

@@ -128,6 +128,8 @@ def test_amber_dev_once_runs_the_demo_on_embedded_postgres(tmp_path: Path) -> No
     assert "status     completed" in done.stdout
     assert '"status":"shipped"' in done.stdout
     assert "RunCompleted" in done.stdout
+    assert "order placed" in done.stdout + done.stderr  # the guest's own INFO log, once
+    assert (done.stdout + done.stderr).count("order placed") == 1  # not again on replay
     assert (tmp_path / "home" / "pgdata" / "PG_VERSION").exists()
 
 
