@@ -57,6 +57,20 @@ def fingerprint_poisoned_txn(cur: Cursor, fingerprint: str, *, other_than_run: s
     return bool(row and row[0])
 
 
+def recent_crashes_txn(cur: Cursor, fingerprint: str, *, since: datetime, enough: int) -> int:
+    """How many crashes with this fingerprint were recorded since `since`, in any run and
+    either pool, counting no further than `enough` (the newest rows through the fingerprint's
+    index, so a fingerprint with millions of failures costs the same)."""
+    cur.execute(
+        "SELECT count(*) FROM (SELECT created_at FROM amber_task_failures"
+        " WHERE fingerprint = %s ORDER BY failure_id DESC LIMIT %s) AS newest"
+        " WHERE created_at >= %s",
+        (fingerprint, enough, since),
+    )
+    row = cur.fetchone()
+    return int(row[0]) if row else 0
+
+
 def suspend_run_txn(cur: Cursor, run_id: str, suspension: Suspension) -> bool:
     """Suspend an open run and hold its tasks; False if it was not running or already
     suspended (compare-and-set)."""

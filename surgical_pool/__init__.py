@@ -23,10 +23,11 @@ from amber.runtime.sandbox import ChildStartFailed, IsolatedSandbox
 
 from ._replay import ReplayResult, SandboxFactory, failure_to_replay, replay_bundle
 from ._tracing import SurgicalTrace
-from ._worker import SURGICAL_MEMORY_BYTES, SurgicalWorker, surgical_settings
+from ._worker import SURGICAL_MEMORY_BYTES, SURGICAL_NICENESS, SurgicalWorker, surgical_settings
 
 __all__ = [
     "SURGICAL_MEMORY_BYTES",
+    "SURGICAL_NICENESS",
     "ChildStartFailed",
     "IsolatedSandbox",
     "ReplayResult",

@@ -26,6 +26,14 @@ trap, with a new fingerprint, a crash count starting over and a bundle that repl
 surgical failure instead of the original. Its isolation is its own process and that process's
 memory cap (`IsolatedSandbox`), not a smaller guest."""
 
+SURGICAL_NICENESS = 10
+"""CPU niceness of a surgical worker and its guest processes: a poisoned task is work nobody
+waits on, and a fuel bomb under diagnosis burns its whole budget on every attempt, so on a busy
+machine it gets the CPU healthy tasks leave (a nice-10 process gets about a tenth of a core that
+nice-0 work also wants) instead of an equal share. Kept at 10, not 19: an activation still has to
+finish inside the wall-clock deadline it failed under, or the diagnosis would change from
+`out_of_fuel` to `deadline`."""
+
 
 def surgical_settings(base: WorkerSettings, *, memory_bytes: int | None = None) -> WorkerSettings:
     """`base` turned into a surgical worker's settings: one task at a time, the same limits

@@ -59,6 +59,12 @@ def register(
     )
     p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")
     p.add_argument("--activity-deadline", type=float, default=60.0, help="seconds")
+    p.add_argument(
+        "--nice",
+        type=int,
+        help="CPU niceness of the worker and its guests (default: 10 for the surgical pool, so"
+        " poisoned tasks get the CPU healthy ones leave; 0 for the main pool)",
+    )
     p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
     p.add_argument("--connect-timeout", type=float, default=30.0)
     p.add_argument(

@@ -127,9 +127,22 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
     return settings
 
 
+def _be_nice(niceness: int | None, *, surgical: bool) -> None:
+    """Lower this process's CPU priority (its guest children inherit it)."""
+    if niceness is None:
+        from amber.surgical_pool import SURGICAL_NICENESS
+
+        niceness = SURGICAL_NICENESS if surgical else 0
+    if not 0 <= niceness <= 19:
+        raise InvalidInput("--nice must be between 0 and 19")
+    if niceness:
+        os.nice(niceness)
+
+
 def work(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     surgical = args.pool == "surgical"
+    _be_nice(args.nice, surgical=surgical)
     traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
     configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
     client = AmberClient(args.server)

@@ -77,6 +77,11 @@ class PoisonPolicy:
     """A poisoned task still failing this long after it was poisoned suspends its run."""
     crash_backoff: timedelta = timedelta(seconds=1)
     """Delay before retrying a crash that has not poisoned its task yet (doubles per crash)."""
+    remember_for: timedelta = timedelta(hours=24)
+    """A guest fault's fingerprint that crashed `crashes_to_poison` times within this window,
+    in any runs (closed ones too), poisons the next task that crashes with it at its first
+    crash: a bug hitting many runs at once costs the healthy pool one attempt per run, not
+    three, and a terminated run does not take what was learnt with it."""
 
     def surgical_delay(self, failures: int) -> timedelta:
         """The wait before the surgical attempt after `failures` surgical failures."""

@@ -9,7 +9,7 @@ the server's view of it, with the task row as stored.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from amber.abi import ErrorInfo, parse_activity_options, unpack
 from amber.history import (
@@ -32,6 +32,7 @@ from amber.history import (
     count_crash_txn,
     delete_task_txn,
     fingerprint_poisoned_txn,
+    recent_crashes_txn,
     record_failure_txn,
     requeue_task_txn,
     surgical_failures_txn,
@@ -93,11 +94,9 @@ class Attempts:
         surgical = 0
         if task.poisoned_at is not None:
             surgical = surgical_failures_txn(cur, task.task_id, task.poisoned_at)
-        known = (
-            task.poisoned_at is None
-            and failure.reason in GUEST_FAULTS
-            and fingerprint_poisoned_txn(cur, mark, other_than_run=run.run_id)
-        )
+        known = None
+        if task.poisoned_at is None and failure.reason in GUEST_FAULTS:
+            known = self._known_crash_txn(cur, mark, run.run_id, now)
         verdict = judge(
             task, crash, failure.reason, now, self._settings.poison, surgical, known=known
         )
@@ -114,6 +113,18 @@ class Attempts:
         if verdict.suspend:
             self._suspend_txn(cur, run, task, failure, mark)
         return [(TASKS_CHANNEL, run.queue)]
+
+    def _known_crash_txn(self, cur: Cursor, mark: str, run_id: str, now: datetime) -> str | None:
+        """Why a guest fault's fingerprint is a known crash, or None: it poisoned another run
+        that is still poisoned or suspended, or it crashed often enough lately in any runs."""
+        if fingerprint_poisoned_txn(cur, mark, other_than_run=run_id):
+            return "already poisoned another run"
+        policy = self._settings.poison
+        enough = policy.crashes_to_poison
+        since = now - policy.remember_for
+        if recent_crashes_txn(cur, mark, since=since, enough=enough) >= enough:
+            return f"crashed {enough} times in the last {_span(policy.remember_for)}"
+        return None
 
     def _suspend_txn(
         self, cur: Cursor, run: Run, task: Task, failure: FailureReport, mark: str
@@ -270,3 +281,13 @@ def timeout_kind(task: Task, failure: FailureReport) -> str | None:
     ):
         return "schedule_to_close"
     return "start_to_close" if task.attempt_deadline is not None else None
+
+
+def _span(window: timedelta) -> str:
+    """A window as an operator reads it: `24 h`, `30 min`, `45 s`."""
+    seconds = int(window.total_seconds())
+    if seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds % 60 == 0:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"

@@ -100,13 +100,13 @@ def judge(
     policy: PoisonPolicy,
     surgical: int,
     *,
-    known: bool = False,
+    known: str | None = None,
 ) -> Verdict:
     """The consequence of `task`'s crash (`crash` is its counter including this one);
     `surgical` is how many times it has failed in the surgical pool since it was poisoned;
-    `known`: the same fingerprint (same code, step, fault and version) already poisoned another
-    run, so this one is poisoned at its first crash instead of spending two more attempts of
-    the healthy pool's capacity."""
+    `known`: why the same fingerprint (same code, step, fault and version) is a known crash (it
+    already poisoned another run, or crashed often enough lately), so this one is poisoned at
+    its first crash instead of spending two more attempts of the healthy pool's capacity."""
     if task.poisoned_at is not None and task.pool == "surgical":
         if now - task.poisoned_at >= policy.suspend_after:
             return Verdict(
@@ -125,13 +125,13 @@ def judge(
             poison_reason=task.poison_reason,
         )
     at_once = task.kind is TaskKind.WORKFLOW and reason in POISON_AT_ONCE
-    if at_once or known or crash.count >= policy.crashes_to_poison:
+    if at_once or known is not None or crash.count >= policy.crashes_to_poison:
         if at_once:
             why = f"{reason} in workflow code (deterministic: poisoned at once)"
-        elif known and crash.count < policy.crashes_to_poison:
+        elif known is not None and crash.count < policy.crashes_to_poison:
             why = (
-                f"{reason} at step {crash.step}: fingerprint {crash.fingerprint} already"
-                " poisoned another run (poisoned at its first crash)"
+                f"{reason} at step {crash.step}: fingerprint {crash.fingerprint} {known}"
+                " (poisoned at its first crash)"
             )
         else:
             why = f"{crash.count} consecutive crashes ({reason}) at step {crash.step}"

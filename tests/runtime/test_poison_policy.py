@@ -64,7 +64,9 @@ def test_crashes_back_off_then_poison_on_the_third_with_the_first_surgical_delay
 
 
 def test_a_crash_whose_fingerprint_already_poisoned_another_run_is_poisoned_at_once() -> None:
-    first = judge(_task(), _crash(1), "out_of_fuel", NOW, POLICY, 0, known=True)
+    first = judge(
+        _task(), _crash(1), "out_of_fuel", NOW, POLICY, 0, known="already poisoned another run"
+    )
     assert first.pool == "surgical" and first.poisoned_at == NOW
     assert "already poisoned another run" in (first.poison_reason or "")
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -513,3 +514,74 @@ def test_a_known_poison_is_diverted_at_its_first_crash_in_another_run(
     desc = srv.client.describe(later)
     assert len(desc.recent_failures) == 1, "diverted at its first crash"
     assert "already poisoned another run" in (desc.tasks[0].poison_reason or "")
+
+
+def test_what_a_poison_taught_outlives_its_run(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    # The operator terminates the first poisoned run; the next run hitting the same crash is
+    # still poisoned at its first crash: the knowledge is the fingerprint's, not the run's.
+    srv = make_server(settings=EngineSettings(poison=replace(FAST, suspend_after=timedelta(1))))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    main = _main_worker(srv, sandbox)
+    first = srv.client.start_run("good", {"crash": True, "n": 0}).run.run_id
+    wait_for(
+        lambda: _step(main) and srv.client.describe(first).tasks[0].pool == "surgical",
+        60,
+        "the first run's task to be poisoned after three crashes",
+    )
+    srv.client.terminate(first, reason="bad input", operator="ops")
+    later = srv.client.start_run("good", {"crash": True, "n": 1}).run.run_id
+    wait_for(
+        lambda: _step(main) and srv.client.describe(later).tasks[0].pool == "surgical",
+        60,
+        "the second run's task to be poisoned",
+    )
+    desc = srv.client.describe(later)
+    assert len(desc.recent_failures) == 1, "diverted at its first crash"
+    assert "crashed 3 times in the last 24 h" in (desc.tasks[0].poison_reason or "")
+
+
+def test_one_crash_in_many_runs_at_once_is_poisoned_after_three_crashes_in_all(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    # A bad release hits many runs together, before any of them has crashed three times: the
+    # fingerprint's crashes are counted across runs, so three runs cost at most five crashes of
+    # the healthy pool instead of nine.
+    srv = make_server(settings=EngineSettings(poison=replace(FAST, suspend_after=timedelta(1))))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    main = _main_worker(srv, sandbox)
+    runs = [srv.client.start_run("good", {"crash": True, "n": n}).run.run_id for n in range(3)]
+    wait_for(
+        lambda: (
+            _step(main) and all(srv.client.describe(r).tasks[0].pool == "surgical" for r in runs)
+        ),
+        60,
+        "all three runs' tasks to be poisoned",
+    )
+    crashes = sum(len(srv.client.describe(r).recent_failures) for r in runs)
+    assert 3 <= crashes <= 5
+
+
+def test_a_crash_older_than_the_window_is_forgotten(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    policy = replace(FAST, suspend_after=timedelta(1), remember_for=timedelta(milliseconds=1))
+    srv = make_server(settings=EngineSettings(poison=policy))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    main = _main_worker(srv, sandbox)
+    first = srv.client.start_run("good", {"crash": True, "n": 0}).run.run_id
+    wait_for(
+        lambda: _step(main) and srv.client.describe(first).tasks[0].pool == "surgical",
+        60,
+        "the first run's task to be poisoned",
+    )
+    srv.client.terminate(first, reason="bad input", operator="ops")
+    time.sleep(0.05)
+    later = srv.client.start_run("good", {"crash": True, "n": 1}).run.run_id
+    wait_for(
+        lambda: _step(main) and srv.client.describe(later).tasks[0].pool == "surgical",
+        60,
+        "the second run's task to be poisoned",
+    )
+    assert len(srv.client.describe(later).recent_failures) == 3
