@@ -74,7 +74,14 @@ if TYPE_CHECKING:
         take_leased_task_txn,
         take_leased_task_with_run_txn,
     )
-    from ._database import Cursor, Database, is_transient, savepoint
+    from ._database import (
+        Cursor,
+        Database,
+        TransactionObserver,
+        after_commit,
+        is_transient,
+        savepoint,
+    )
     from ._deliveries import (
         Discarded,
         claim_signal_id_txn,
@@ -102,6 +109,7 @@ if TYPE_CHECKING:
     from ._events import Event, NewEvent
     from ._failures import FailureRecord, record_failure_txn, run_failures_txn
     from ._footprint import StoreFootprint, store_footprint_txn
+    from ._gauges import QueueGauge, StoreGauges, store_gauges_txn
     from ._log import Appended, append_events_txn, read_events_txn
     from ._migrations import Migration, apply_migrations, load_migrations
     from ._payloads import (
@@ -297,6 +305,11 @@ _LAZY: dict[str, str] = {
     "Cursor": "_database",
     "DATABASE_URL_ENV": "_embedded",
     "Database": "_database",
+    "QueueGauge": "_gauges",
+    "StoreGauges": "_gauges",
+    "store_gauges_txn": "_gauges",
+    "TransactionObserver": "_database",
+    "after_commit": "_database",
     "Decision": "_approvals",
     "Discarded": "_deliveries",
     "DuplicateRow": "_errors",
@@ -489,6 +502,7 @@ __all__ = [
     "ParentLink",
     "Payload",
     "QueryAnswer",
+    "QueueGauge",
     "Requeue",
     "ResetPoint",
     "Run",
@@ -510,6 +524,7 @@ __all__ = [
     "SignalAwaited",
     "SignalReceived",
     "StoreFootprint",
+    "StoreGauges",
     "StoreUnavailable",
     "Suspension",
     "Taken",
@@ -521,6 +536,7 @@ __all__ = [
     "TimerFired",
     "TimerKind",
     "TimerStarted",
+    "TransactionObserver",
     "Troubled",
     "UpgradeDetail",
     "UpgradeFailed",
@@ -529,6 +545,7 @@ __all__ = [
     "VersionUse",
     "WorkflowIdInUse",
     "advance_commands_txn",
+    "after_commit",
     "amber_home",
     "append_events_txn",
     "apply_migrations",
@@ -621,6 +638,7 @@ __all__ = [
     "set_next_cmd_txn",
     "start_embedded_postgres",
     "store_footprint_txn",
+    "store_gauges_txn",
     "surgical_failures_txn",
     "suspend_run_txn",
     "take_leased_task_txn",

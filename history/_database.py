@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -31,6 +32,24 @@ _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Cursor = psycopg.Cursor[tuple[Any, ...]]
+
+TransactionObserver = Callable[[float, str], None]
+"""Told each transaction's seconds (retries included) and outcome (`committed` or `failed`)."""
+
+_pending = threading.local()
+"""Per thread, a stack (one per `Database.run` in progress) of callbacks awaiting its commit."""
+
+
+def after_commit(cur: Cursor, callback: Callable[[], None]) -> None:
+    """Run `callback` once the transaction `cur` works in has committed, never if it rolls back
+    or is retried: for effects outside the database, such as a metric counting what it did.
+    A callback that raises is logged and ignored."""
+    del cur  # the transaction is the innermost `Database.run` of this thread
+    stack: list[list[Callable[[], None]]] | None = getattr(_pending, "stack", None)
+    if not stack:
+        raise RuntimeError("after_commit outside Database.run")
+    stack[-1].append(callback)
+
 
 _TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "40001", "40P01")
 """Connection exceptions, server shutdown, serialization failure, deadlock."""
@@ -78,6 +97,7 @@ class Database:
         self.dsn = dsn
         self._attempts = attempts
         self._connect_timeout_s = connect_timeout_s
+        self._observers: list[TransactionObserver] = []
         self._backends: dict[int, weakref.ref[psycopg.Connection[Any]]] = {}
         self._pool = ConnectionPool(
             dsn,
@@ -122,9 +142,44 @@ class Database:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def ping(self, timeout_s: float = 2.0) -> str | None:
+        """Whether PostgreSQL answers within `timeout_s`: None if it does, else why not (for
+        readiness probes, which must answer quickly rather than retry)."""
+        try:
+            with self._pool.connection(timeout=timeout_s) as conn:
+                conn.execute("SELECT 1")
+                conn.rollback()
+        except (psycopg.Error, PoolTimeout) as exc:
+            return f"database unavailable: {exc}".strip()
+        return None
+
+    def observe(self, observer: TransactionObserver) -> None:
+        """Tell `observer` every transaction's duration and outcome (metrics)."""
+        self._observers.append(observer)
+
     def run(self, fn: Callable[[Cursor], T]) -> T:
         """Run `fn(cursor)` in one transaction, retrying it on transient failures (never one
         that committed: see the module's docstring)."""
+        stack: list[list[Callable[[], None]]] | None = getattr(_pending, "stack", None)
+        if stack is None:
+            stack = _pending.stack = []
+        stack.append([])
+        started, outcome = time.perf_counter(), "failed"
+        try:
+            result = self._run(fn, stack)
+            outcome = "committed"
+        finally:
+            callbacks = stack.pop()
+            for observer in self._observers:
+                observer(time.perf_counter() - started, outcome)
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                _log.exception("an after-commit callback failed")
+        return result
+
+    def _run(self, fn: Callable[[Cursor], T], stack: list[list[Callable[[], None]]]) -> T:
         delay = 0.01
         for attempt in range(1, self._attempts + 1):
             conn: psycopg.Connection[Any] | None = None
@@ -142,6 +197,7 @@ class Database:
                     return step.result  # type: ignore[return-value]
                 if attempt == self._attempts:
                     raise StoreUnavailable(f"database unavailable: {exc}") from exc
+                stack[-1].clear()  # the retry runs `fn` again and registers its own
                 _log.warning("transient database error (attempt %d): %s", attempt, exc)
                 time.sleep(delay)
                 delay = min(delay * 4, 1.0)

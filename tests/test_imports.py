@@ -36,14 +36,15 @@ TOP_LEVEL: dict[str, frozenset[str]] = {
 # may name any of them).
 RUNTIME: dict[str, frozenset[str]] = {
     "model": frozenset(),
+    "metrics": frozenset({"model"}),
     "sandbox": frozenset({"model"}),
     "replay": frozenset({"sandbox", "model"}),
     "services": frozenset({"model"}),
     "approvals": frozenset({"services", "model"}),
     "api": frozenset({"model"}),
     "client": frozenset({"api", "model"}),
-    "worker": frozenset({"client", "replay", "sandbox", "model"}),
-    "server": frozenset({"approvals", "services", "api", "replay", "sandbox", "model"}),
+    "worker": frozenset({"client", "replay", "sandbox", "metrics", "model"}),
+    "server": frozenset({"approvals", "services", "api", "replay", "sandbox", "metrics", "model"}),
 }
 
 # Third-party packages confined to the places that own them: (owner prefixes, why).
@@ -58,6 +59,7 @@ CONFINED: dict[str, tuple[tuple[str, ...], str]] = {
     # The bench measures PostgreSQL's raw commit rate itself, beside the engine.
     "psycopg": (("history", "tools._bench"), "SQL and its errors stay in history/"),
     "psycopg_pool": (("history", "tools._bench"), "SQL and its errors stay in history/"),
+    "prometheus_client": (("runtime.metrics",), "metrics are defined and served in one place"),
     "msgspec": (("abi", "history"), "event payloads are encoded and decoded in one place"),
     "msgpack": (("abi._codec",), "msgpack has one codec (abi.pack/unpack), one set of options"),
     "grpc": (

@@ -32,6 +32,11 @@ def register(
     p.add_argument("--db-pool", type=int, default=16)
     p.add_argument("--approvals-listen", help="serve the approval page on HOST:PORT")
     p.add_argument("--approvals-url", help="the page's public URL, for the links sent out")
+    p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz (the database answers) here",
+    )
     p.set_defaults(local=serve)
 
     p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")
@@ -64,6 +69,11 @@ def register(
         type=int,
         help="CPU niceness of the worker and its guests (default: 10 for the surgical pool, so"
         " poisoned tasks get the CPU healthy ones leave; 0 for the main pool)",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz (the server answers) here",
     )
     p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
     p.add_argument("--connect-timeout", type=float, default=30.0)

@@ -23,6 +23,7 @@ from amber import abi
 from amber.history import HOME_ENV, Database, resolve_database_url
 from amber.runtime.approvals import ConsoleSink
 from amber.runtime.client import AmberClient
+from amber.runtime.metrics import OpsEndpoint, OpsListen
 from amber.runtime.model import SystemClock
 from amber.runtime.sandbox import Sandbox, SandboxEngine
 from amber.runtime.server import AmberServer, ApprovalPageOptions
@@ -31,9 +32,11 @@ from amber.surgical_pool import SurgicalWorker
 
 from . import _output as out
 from ._build import build_module
-from ._processes import on_signals
+from ._processes import on_signals, worker_ready
 
 DEV_APPROVAL_PORT = 7234
+DEV_METRICS_PORT = 7235
+"""The server's /metrics, /healthz and /readyz under `amber dev` (a free port if taken)."""
 """Where `amber dev` serves the approval page (the same port every start, when free)."""
 SAMPLE_SOURCE = Path(abi.__file__).resolve().parent / "samples" / "orders.c"
 DEMO_INPUT = {"order_id": "A-1001", "sku": "BOOK-42", "quantity": 2, "amount_cents": 3998}
@@ -57,11 +60,14 @@ def dev(args: argparse.Namespace) -> int:
         approval_page=ApprovalPageOptions(
             port=DEV_APPROVAL_PORT, any_port_if_taken=True, secret_key=secrets.token_bytes(32)
         ),
+        ops_listen=OpsListen(port=DEV_METRICS_PORT, any_port_if_taken=True),
     )
     port = server.start()
     target = f"127.0.0.1:{port}"
     print(f"[dev] server listening on {target}", flush=True)
     print(f"[dev] approval page on {server.approval_link_base}", flush=True)
+    if server.ops is not None:
+        print(f"[dev] server metrics on {server.ops.url}/metrics", flush=True)
     client = AmberClient(target)
     engine = SandboxEngine(home / "artifacts")
     worker = Worker(
@@ -69,7 +75,9 @@ def dev(args: argparse.Namespace) -> int:
     )
     worker_thread = threading.Thread(target=worker.run, name="amber-dev-worker", daemon=True)
     worker_thread.start()
-    print("[dev] worker started", flush=True)
+    worker_ops = OpsEndpoint(worker.metrics.registry, lambda: worker_ready(client), OpsListen())
+    worker_ops.start()
+    print(f"[dev] worker started (metrics on {worker_ops.url}/metrics)", flush=True)
     surgeon = None if args.once else _surgical_worker(client, home)
     status = 0
     try:
@@ -88,6 +96,7 @@ def dev(args: argparse.Namespace) -> int:
             surgeon.close()
         worker.stop()
         worker_thread.join(timeout=5)
+        worker_ops.stop()
         server.stop(grace_s=1.0)
         engine.close()
         db.close()

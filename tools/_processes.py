@@ -22,6 +22,7 @@ from amber.abi import InvalidInput
 from amber.history import Database, amber_home, resolve_database_url
 from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
 from amber.runtime.client import AmberClient
+from amber.runtime.metrics import OpsEndpoint, OpsListen
 from amber.runtime.model import EngineSettings, SystemClock
 from amber.runtime.sandbox import ParallelSandbox, SandboxEngine, SandboxLimits, guest_runner
 from amber.runtime.server import AmberServer, ApprovalPageOptions
@@ -77,6 +78,25 @@ def _approval_page(args: argparse.Namespace) -> ApprovalPageOptions | None:
     )
 
 
+def _ops_listen(text: str | None) -> OpsListen | None:
+    """`--metrics-listen HOST:PORT`."""
+    if not text:
+        return None
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise InvalidInput(f"--metrics-listen takes HOST:PORT, not {text!r}")
+    return OpsListen(host=host.strip("[]") or "127.0.0.1", port=int(port))
+
+
+def worker_ready(client: AmberClient) -> tuple[bool, str]:
+    """A worker is ready when its server answers."""
+    try:
+        client.wait_ready(timeout_s=2.0)
+    except Exception as exc:
+        return False, f"server unavailable: {exc}"
+    return True, "server reachable"
+
+
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     db = Database(resolve_database_url(), max_size=args.db_pool).open()
@@ -86,12 +106,15 @@ def serve(args: argparse.Namespace) -> int:
         settings=engine_settings(args),
         approval_sink=_approval_sink(),
         approval_page=_approval_page(args),
+        ops_listen=_ops_listen(args.metrics_listen),
     )
     port = server.start()
     host = args.listen.rsplit(":", 1)[0]
     print(f"amber server listening on {host}:{port}", flush=True)
     if server.approval_link_base:
         print(f"approval page on {server.approval_link_base}", flush=True)
+    if server.ops is not None:
+        print(f"metrics on {server.ops.url}/metrics", flush=True)
     if args.port_file:
         Path(args.port_file).write_text(str(port))
     stop = threading.Event()
@@ -184,6 +207,11 @@ def work(args: argparse.Namespace) -> int:
         worker.stop()
 
     threading.Thread(target=stop_worker, daemon=True).start()
+    ops_at = _ops_listen(args.metrics_listen)
+    ops = None
+    if ops_at is not None:
+        ops = OpsEndpoint(worker.metrics.registry, lambda: worker_ready(client), ops_at).start()
+        print(f"metrics on {ops.url}/metrics", flush=True)
     where = f", traces in {traces}" if traces and not os.environ.get("AMBER_TRACE_FILE") else ""
     print(
         f"amber worker {worker.settings.worker_id} serving queue {args.queue}"
@@ -191,6 +219,8 @@ def work(args: argparse.Namespace) -> int:
         flush=True,
     )
     worker.run()
+    if ops is not None:
+        ops.stop()
     close()
     client.close()
     return 0

@@ -16,10 +16,11 @@ import grpc
 
 from amber import history, versions
 from amber.abi import RetryableError
-from amber.history import Database
+from amber.history import Database, StoreGauges, store_gauges_txn
 from amber.runtime.api import GRPC_OPTIONS
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.approvals import ApprovalPage, ApprovalService, ApprovalSink
+from amber.runtime.metrics import OpsEndpoint, OpsListen, ServerMetrics
 from amber.runtime.model import Clock, EngineSettings, SystemClock
 from amber.runtime.sandbox import check_capabilities
 from amber.runtime.services import (
@@ -34,6 +35,7 @@ from amber.runtime.services import (
     TriageService,
 )
 
+from ._observed import RpcTimer
 from ._operators import Operators
 from ._servicer import AmberServicer
 
@@ -108,16 +110,20 @@ class AmberServer:
         operators: Operators | None = None,
         approval_sink: ApprovalSink | None = None,
         approval_page: ApprovalPageOptions | None = None,
+        ops_listen: OpsListen | None = None,
     ) -> None:
         """`approval_sink` delivers approval tokens to approvers (without one, operators mint
-        them with `amber approvals issue`); `approval_page` serves the approvers' HTTP page."""
+        them with `amber approvals issue`); `approval_page` serves the approvers' HTTP page;
+        `ops_listen` serves `/metrics`, `/healthz` and `/readyz`."""
         self.db = db
         self.clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
+        self.metrics = ServerMetrics(gauges=self._store_gauges)
+        db.observe(self.metrics.transaction)
         self.notifier = Notifier(db)
-        life = Lifecycle(self.clock, self.settings)
+        life = Lifecycle(self.clock, self.settings, watch=self.metrics)
         self.runs = RunService(db, life, self.notifier)
-        self.health = HealthCounter()
+        self.health = HealthCounter(on_record=self.metrics.task_finished)
         self.tasks = TaskService(db, life, self.notifier, self.health)
         self.timers = TimerService(db, life, self.notifier)
         self.registry = versions.VersionRegistry(db, manifest_checks=(check_capabilities,))
@@ -151,6 +157,7 @@ class AmberServer:
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
             options=GRPC_OPTIONS,
+            interceptors=[RpcTimer(self.metrics.rpc)],
         )
         servicer = AmberServicer(
             self.runs,
@@ -171,7 +178,10 @@ class AmberServer:
         interval = self.settings.sweep_interval.total_seconds()
         self._sweeper = _Sweeper(
             [
-                ("expired leases", self.tasks.sweep_expired_leases),
+                (
+                    "expired leases",
+                    lambda: self.metrics.leases_expired(self.tasks.sweep_expired_leases()),
+                ),
                 ("activity timeouts", self.tasks.sweep_timeouts),
                 ("due timers", self.timers.fire_due),
                 ("health counters", lambda: self.health.flush(self.db)),
@@ -187,6 +197,17 @@ class AmberServer:
             "amber-approval-delivery",
         )
         self.port = 0
+        self._ops_listen = ops_listen
+        self.ops: OpsEndpoint | None = None
+        """The operations endpoint, once started (with `ops_listen`)."""
+
+    def _store_gauges(self) -> StoreGauges:
+        return self.db.run(lambda cur: store_gauges_txn(cur, self.clock.now()))
+
+    def ready(self) -> tuple[bool, str]:
+        """Whether this server can serve: its database answers (the readiness probe)."""
+        problem = self.db.ping()
+        return (problem is None), (problem or "database reachable")
 
     def start(self) -> int:
         """Migrate, start listening; returns the bound port (useful with port 0)."""
@@ -199,6 +220,8 @@ class AmberServer:
         if self.approval_page is not None:
             self.approval_page.start()
             self.approval_link_base = self.approval_page.base_url
+        if self._ops_listen is not None:
+            self.ops = OpsEndpoint(self.metrics.registry, self.ready, self._ops_listen).start()
         self._sweeper.start()
         self._deliverer.start()
         return self.port
@@ -217,6 +240,8 @@ class AmberServer:
         self._deliverer.stop()
         if self.approval_page is not None:
             self.approval_page.stop()
+        if self.ops is not None:
+            self.ops.stop()
         self._grpc.stop(grace_s).wait()
         self.notifier.stop()
         try:

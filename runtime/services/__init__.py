@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ._approvals import resolve_approval_txn
 from ._audit import MAX_AUDIT_PAGE, AuditService
-from ._lifecycle import Lifecycle, RunSpec, Wake
+from ._lifecycle import Lifecycle, RunSpec, RunWatch, Wake
 from ._migration import MigrationService
 from ._notify import Notifier, poke
 from ._poison import fingerprint
@@ -29,6 +29,7 @@ __all__ = [
     "Notifier",
     "RunService",
     "RunSpec",
+    "RunWatch",
     "TaskService",
     "TimerService",
     "TriageService",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from amber.abi import (
     ActivityOptions,
@@ -64,6 +65,7 @@ from amber.history import (
     TimerKind,
     TimerStarted,
     WorkflowIdInUse,
+    after_commit,
     append_events_txn,
     cancel_run_approvals_txn,
     claim_workflow_id_txn,
@@ -190,15 +192,27 @@ class ActivityRequest:
     """Timeouts and retry options, as the workflow gave them."""
 
 
+class RunWatch(Protocol):
+    """Told of runs started and closed (the server's metrics)."""
+
+    def run_started(self) -> None: ...
+
+    def run_closed(self, status: str) -> None: ...
+
+
 class Lifecycle:
     """Transaction steps that create, feed and close runs.
 
     The server builds one and hands it to every service: it holds the clock and the settings
     they all share."""
 
-    def __init__(self, clock: Clock, settings: EngineSettings) -> None:
+    def __init__(
+        self, clock: Clock, settings: EngineSettings, watch: RunWatch | None = None
+    ) -> None:
+        """`watch` is told of every run started and closed, once its transaction commits."""
         self._clock = clock
         self._settings = settings
+        self._watch = watch
 
     # -- creating -----------------------------------------------------------------------------
 
@@ -208,6 +222,8 @@ class Lifecycle:
         Raises `WorkflowIdInUse` when a new chain's workflow id is taken.
         """
         now = self._clock.now()
+        if self._watch is not None:
+            after_commit(cur, self._watch.run_started)
         insert_run_txn(
             cur,
             NewRun(
@@ -496,6 +512,9 @@ class Lifecycle:
         if event is not None:
             append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
         close_run_txn(cur, run.run_id, closing, now)
+        if self._watch is not None:
+            watch, status = self._watch, closing.status.value
+            after_commit(cur, lambda: watch.run_closed(status))
         delete_run_tasks_txn(cur, run.run_id)
         delete_run_timers_txn(cur, run.run_id)
         cancel_run_approvals_txn(cur, run.run_id, now)

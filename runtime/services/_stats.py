@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 
 from amber.history import Database
 from amber.versions import OK, HealthCount, add_health_txn
@@ -17,7 +18,9 @@ from amber.versions import OK, HealthCount, add_health_txn
 class HealthCounter:
     """Thread-safe per-version activation counters, flushed in one transaction."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_record: Callable[[str, str, int], None] | None = None) -> None:
+        """`on_record(kind, reason, fuel)` is told of each activation as it is counted."""
+        self._on_record = on_record
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
 
@@ -27,6 +30,8 @@ class HealthCounter:
             cell = self._counts[(digest, kind, reason)]
             cell[0] += 1
             cell[1] += max(fuel, 0)
+        if self._on_record is not None:
+            self._on_record(kind, reason, fuel)
 
     def flush(self, db: Database) -> int:
         """Add what was counted since the last flush; returns how many rows changed."""

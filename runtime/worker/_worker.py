@@ -35,6 +35,7 @@ from amber.abi import (
 )
 from amber.history import ActivityCompleted, Event, LeaseLost, TaskKind, VersionConflict
 from amber.runtime.client import AmberClient
+from amber.runtime.metrics import WorkerMetrics
 from amber.runtime.model import (
     Clock,
     FailureReason,
@@ -140,7 +141,10 @@ class Worker:
         combine = self.settings.pool == "main" and detail is None
         self._copies = RunCopies(self.settings.run_copies if combine else 0)
         self._slot = threading.local()
-        """Per slot: when the task it runs started (for giving up on a report)."""
+        """Per slot: when the task it runs started (for giving up on a report), and how it
+        ended (for the metrics)."""
+        self.metrics = WorkerMetrics()
+        """What this worker's `/metrics` serves."""
         self.completed = 0
         self.failed = 0
         self.combined = 0
@@ -236,13 +240,22 @@ class Worker:
         if self._detail is not None:
             self._detail.begin(attributes)
         self._slot.started_at = self._clock.now()
+        self._slot.outcome = "error"  # unless it reports a success or a failure
+        self.metrics.task_started()
+        started = time.perf_counter()
         try:
             with self._tracer.start_as_current_span(
                 f"amber.{task.kind.value}", attributes=attributes
             ) as span:
-                return self._execute_in(task, span)
+                next_task = self._execute_in(task, span)
+                if self._slot.outcome == "error":
+                    self._slot.outcome = "ok"
+                return next_task
         finally:
             self._heartbeat.untrack(task)
+            self.metrics.task_ended(
+                task.kind.value, self._slot.outcome, time.perf_counter() - started
+            )
 
     def _execute_in(self, task: LeasedTask, span: Span) -> LeasedTask | None:
         try:
@@ -266,6 +279,7 @@ class Worker:
             return self._report(task, self._report_of(task, fault, span))
         except (LeaseLost, VersionConflict) as exc:
             _log.info("task %d result discarded: %s", task.task_id, exc)
+            self._slot.outcome = "discarded"
             return None
         except PayloadTooLarge as exc:
             reason = FailureReason.PAYLOAD_TOO_LARGE
@@ -297,6 +311,7 @@ class Worker:
                 delay = min(delay * 2, 1.0)
 
     def _report(self, task: LeasedTask, report: FailureReport) -> LeasedTask | None:
+        self._slot.outcome = report.reason
         with self._counting:
             self.failed += 1
         try:
@@ -392,6 +407,8 @@ class Worker:
             step, failed_upgrade = self._try_upgrade(task)
         if step is None:
             step = activate_workflow(self._sandbox, self._activation(task, task.digest, task.name))
+        self.metrics.activation("workflow", step.stats.duration_s, step.stats.fuel_used)
+        self.metrics.replayed(len(task.events))
         span.set_attribute("amber.step", step.first_new_cmd)
         span.set_attribute("amber.fuel_used", step.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
@@ -478,6 +495,8 @@ class Worker:
                 )
                 self._copies.drop(task.run_id)
                 return None
+            self.metrics.activation("workflow", step.stats.duration_s, step.stats.fuel_used)
+            self.metrics.replayed(len(activation.events))
             span.set_attribute("amber.step", step.first_new_cmd)
             span.set_attribute("amber.fuel_used", step.stats.fuel_used)
             span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
@@ -546,6 +565,7 @@ class Worker:
                 host=self._activity_host(task),
             ),
         )
+        self.metrics.activation("activity", report.stats.duration_s, report.stats.fuel_used)
         span.set_attribute("amber.fuel_used", report.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", report.stats.memory_bytes)
         then = self._then_workflow(task, report.outcome)

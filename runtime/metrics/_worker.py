@@ -1,0 +1,52 @@
+"""A worker's metrics."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from ._server import LATENCY_BUCKETS
+
+FUEL_BUCKETS = (1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10)
+
+
+class WorkerMetrics:
+    """Everything a worker's `/metrics` shows. Thread-safe."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self._activation = Histogram(
+            "amber_worker_activation_seconds",
+            "Guest activations (sandbox time, replay included), by kind (workflow, activity,"
+            " query, check)",
+            ["kind"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self._task = Histogram(
+            "amber_worker_task_seconds",
+            "Tasks from lease to report, by kind and outcome (ok, or the failure reason)",
+            ["kind", "outcome"], buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self._fuel = Histogram(
+            "amber_worker_fuel_used", "Fuel per activation, by kind", ["kind"],
+            buckets=FUEL_BUCKETS, registry=r,
+        )  # fmt: skip
+        self._replayed = Counter(
+            "amber_worker_replayed_events", "History events replayed by workflow activations",
+            registry=r,
+        )  # fmt: skip
+        self._busy = Gauge("amber_worker_tasks_running", "Tasks running now", registry=r)
+
+    def activation(self, kind: str, seconds: float, fuel: int) -> None:
+        self._activation.labels(kind).observe(seconds)
+        if fuel > 0:
+            self._fuel.labels(kind).observe(fuel)
+
+    def replayed(self, events: int) -> None:
+        self._replayed.inc(events)
+
+    def task_started(self) -> None:
+        self._busy.inc()
+
+    def task_ended(self, kind: str, outcome: str, seconds: float) -> None:
+        self._busy.dec()
+        self._task.labels(kind, outcome).observe(seconds)
