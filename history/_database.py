@@ -98,6 +98,9 @@ class Database:
         self._attempts = attempts
         self._connect_timeout_s = connect_timeout_s
         self._observers: list[TransactionObserver] = []
+        self._around: Callable[[], contextlib.AbstractContextManager[object]] | None = None
+        self._ping_lock = threading.Lock()
+        self._ping_conn: psycopg.Connection[Any] | None = None
         self._backends: dict[int, weakref.ref[psycopg.Connection[Any]]] = {}
         self._pool = ConnectionPool(
             dsn,
@@ -135,6 +138,10 @@ class Database:
 
     def close(self) -> None:
         self._pool.close()
+        with self._ping_lock:
+            if self._ping_conn is not None:
+                self._ping_conn.close()
+                self._ping_conn = None
 
     def __enter__(self) -> Database:
         return self.open()
@@ -143,19 +150,39 @@ class Database:
         self.close()
 
     def ping(self, timeout_s: float = 2.0) -> str | None:
-        """Whether PostgreSQL answers within `timeout_s`: None if it does, else why not (for
-        readiness probes, which must answer quickly rather than retry)."""
-        try:
-            with self._pool.connection(timeout=timeout_s) as conn:
+        """Whether PostgreSQL answers within about `timeout_s`: None if it does, else why not
+        (for health probes, which must answer quickly rather than retry).
+
+        It uses a connection of its own, outside the pool: a pool busy with slow work must not
+        look like a database that is down."""
+        seconds = max(1, round(timeout_s))
+        with self._ping_lock:
+            conn = self._ping_conn
+            try:
+                if conn is None or conn.closed or conn.broken:
+                    self._ping_conn = conn = psycopg.connect(
+                        self.dsn,
+                        autocommit=True,
+                        connect_timeout=seconds,
+                        tcp_user_timeout=seconds * 1000,  # a silent network fails too
+                    )
                 conn.execute("SELECT 1")
-                conn.rollback()
-        except (psycopg.Error, PoolTimeout) as exc:
-            return f"database unavailable: {exc}".strip()
+            except psycopg.Error as exc:
+                if conn is not None:
+                    conn.close()
+                self._ping_conn = None
+                return f"database unavailable: {str(exc).strip() or type(exc).__name__}"
         return None
 
     def observe(self, observer: TransactionObserver) -> None:
         """Tell `observer` every transaction's duration and outcome (metrics)."""
         self._observers.append(observer)
+
+    def wrap_transactions(
+        self, around: Callable[[], contextlib.AbstractContextManager[object]]
+    ) -> None:
+        """Run every transaction inside `around()` (a span per transaction, say)."""
+        self._around = around
 
     def run(self, fn: Callable[[Cursor], T]) -> T:
         """Run `fn(cursor)` in one transaction, retrying it on transient failures (never one
@@ -166,7 +193,11 @@ class Database:
         stack.append([])
         started, outcome = time.perf_counter(), "failed"
         try:
-            result = self._run(fn, stack)
+            if self._around is None:
+                result = self._run(fn, stack)
+            else:
+                with self._around():
+                    result = self._run(fn, stack)
             outcome = "committed"
         finally:
             callbacks = stack.pop()

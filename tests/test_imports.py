@@ -37,14 +37,28 @@ TOP_LEVEL: dict[str, frozenset[str]] = {
 RUNTIME: dict[str, frozenset[str]] = {
     "model": frozenset(),
     "metrics": frozenset({"model"}),
+    "tracing": frozenset(),
     "sandbox": frozenset({"model"}),
     "replay": frozenset({"sandbox", "model"}),
     "services": frozenset({"model"}),
     "approvals": frozenset({"services", "model"}),
+    "console": frozenset({"approvals", "services", "metrics", "model"}),
     "api": frozenset({"model"}),
-    "client": frozenset({"api", "model"}),
-    "worker": frozenset({"client", "replay", "sandbox", "metrics", "model"}),
-    "server": frozenset({"approvals", "services", "api", "replay", "sandbox", "metrics", "model"}),
+    "client": frozenset({"api", "tracing", "model"}),
+    "worker": frozenset({"client", "replay", "sandbox", "metrics", "tracing", "model"}),
+    "server": frozenset(
+        {
+            "approvals",
+            "console",
+            "services",
+            "api",
+            "replay",
+            "sandbox",
+            "metrics",
+            "tracing",
+            "model",
+        }
+    ),
 }
 
 # Third-party packages confined to the places that own them: (owner prefixes, why).
@@ -53,9 +67,12 @@ CONFINED: dict[str, tuple[tuple[str, ...], str]] = {
         ("versions", "runtime.sandbox", "surgical_pool", "tools"),
         "the sandbox (and module validation) own wasmtime",
     ),
-    "flask": (("runtime.approvals",), "the approval page is the only web app"),
-    "flask_wtf": (("runtime.approvals",), "the approval page is the only web app"),
-    "werkzeug": (("runtime.approvals",), "the approval page is the only web app"),
+    "flask": (("runtime.approvals", "runtime.console"), "the web pages are the only Flask apps"),
+    "flask_wtf": (
+        ("runtime.approvals", "runtime.console"),
+        "the web pages are the only Flask apps",
+    ),
+    "werkzeug": (("runtime.approvals", "runtime.console"), "the web pages are the only Flask apps"),
     # The bench measures PostgreSQL's raw commit rate itself, beside the engine.
     "psycopg": (("history", "tools._bench"), "SQL and its errors stay in history/"),
     "psycopg_pool": (("history", "tools._bench"), "SQL and its errors stay in history/"),

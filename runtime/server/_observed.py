@@ -1,4 +1,13 @@
-"""Timing every RPC the server answers, by method and status code, for its metrics."""
+"""What wraps every RPC the server answers: the database gate, a span, and the timing.
+
+- **Gate**: while the database probe says PostgreSQL is down, a call that needs it fails at once
+  with `StoreUnavailable` ("database unavailable …; nothing was written, retrying with the same
+  request id is safe") instead of waiting out the connection pool and the client's deadline.
+  The health service is never gated.
+- **Span**: each call is a server span, a child of the caller's trace context when the metadata
+  carries one (`traceparent`), with the method and status code.
+- **Timing**: seconds by method and status code, for the metrics.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +16,33 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from amber.history import StoreUnavailable
+from amber.runtime.api import error_metadata, status_of
+from amber.runtime.tracing import context_from_metadata
 
 RpcObserver = Callable[[str, str, float], None]
 """Told each call's method name, status code name and seconds."""
 
+UNGATED_PREFIX = "/grpc.health.v1.Health/"
 
-class RpcTimer(grpc.ServerInterceptor):  # type: ignore[misc]
-    """A server interceptor timing unary calls (every Amber RPC is unary)."""
 
-    def __init__(self, observe: RpcObserver) -> None:
+class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
+    """A server interceptor for unary calls (every Amber RPC is unary)."""
+
+    def __init__(
+        self,
+        observe: RpcObserver,
+        database_down: Callable[[], str | None],
+        spans: trace.Tracer | None,
+    ) -> None:
+        """`database_down()`: why the database is unreachable, or None; `spans`: the tracer for
+        server spans (None: no spans)."""
         self._observe = observe
+        self._down = database_down
+        self._spans = spans
 
     def intercept_service(
         self,
@@ -26,22 +52,54 @@ class RpcTimer(grpc.ServerInterceptor):  # type: ignore[misc]
         handler = continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
-        method = str(handler_call_details.method).rsplit("/", 1)[-1]
-        inner, observe = handler.unary_unary, self._observe
+        full = str(handler_call_details.method)
+        method = full.rsplit("/", 1)[-1]
+        gated = not full.startswith(UNGATED_PREFIX)
+        metadata = handler_call_details.invocation_metadata
+        inner, observe, down, spans = handler.unary_unary, self._observe, self._down, self._spans
 
-        def timed(request: Any, context: grpc.ServicerContext) -> Any:
+        def call(request: Any, context: grpc.ServicerContext) -> Any:
+            if gated:
+                problem = down()
+                if problem is not None:
+                    exc = StoreUnavailable(
+                        f"{problem}; nothing was written: retrying with the same request id is"
+                        " safe once it is back"
+                    )
+                    context.set_trailing_metadata(error_metadata(exc))
+                    context.abort(status_of(exc), str(exc))
+            return inner(request, context)
+
+        def framed(request: Any, context: grpc.ServicerContext) -> Any:
             started = time.perf_counter()
             failed = True
+            span = None
+            if spans is not None:
+                span = spans.start_span(
+                    f"amber.rpc/{method}",
+                    context=context_from_metadata(metadata),
+                    kind=SpanKind.SERVER,
+                    attributes={"rpc.system": "grpc", "rpc.method": method},
+                )
             try:
-                response = inner(request, context)
+                if span is None:
+                    response = call(request, context)
+                else:
+                    with trace.use_span(span, end_on_exit=False):
+                        response = call(request, context)
                 failed = False
                 return response
             finally:
                 code = _code(context) or ("UNKNOWN" if failed else "OK")
                 observe(method, code, time.perf_counter() - started)
+                if span is not None:
+                    span.set_attribute("rpc.grpc.status_code", code)
+                    if code != "OK":
+                        span.set_status(Status(StatusCode.ERROR, code))
+                    span.end()
 
         return grpc.unary_unary_rpc_method_handler(
-            timed,
+            framed,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )

@@ -13,6 +13,7 @@ from concurrent import futures
 from dataclasses import dataclass
 
 import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from amber import history, versions
 from amber.abi import RetryableError
@@ -34,12 +35,19 @@ from amber.runtime.services import (
     TimerService,
     TriageService,
 )
+from amber.runtime.tracing import exporting, tracer
 
-from ._observed import RpcTimer
+from ._observed import RpcFrame
 from ._operators import Operators
 from ._servicer import AmberServicer
 
 _log = logging.getLogger(__name__)
+
+
+PROBE_INTERVAL_S = 1.0
+PROBE_TIMEOUT_S = 2.0
+HEALTH_SERVICES = ("", "amber.v1.Amber")
+"""What the gRPC health service answers for: the server as a whole, and the Amber API."""
 
 
 def migrate_all(db: Database) -> None:
@@ -154,11 +162,19 @@ class AmberServer:
                 public_url=approval_page.public_url,
             )
         )
+        self.database_down: str | None = None
+        """Why the database did not answer the last probe, or None: while set, RPCs fail at
+        once with `StoreUnavailable` and the gRPC health service says NOT_SERVING."""
+        spans = tracer() if exporting() else None
+        if spans is not None:
+            db.wrap_transactions(lambda: spans.start_as_current_span("amber.db.transaction"))
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
             options=GRPC_OPTIONS,
-            interceptors=[RpcTimer(self.metrics.rpc)],
+            interceptors=[RpcFrame(self.metrics.rpc, lambda: self.database_down, spans)],
         )
+        self.health_service = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health_service, self._grpc)
         servicer = AmberServicer(
             self.runs,
             self.tasks,
@@ -189,6 +205,10 @@ class AmberServer:
             interval,
             "amber-sweeper",
         )
+        # Its own thread: a probe must not wait behind a sweep stuck on the database.
+        self._prober = _Sweeper(
+            [("database probe", self.probe_database)], PROBE_INTERVAL_S, "amber-db-probe"
+        )
         # Its own thread: a slow delivery sink (a webhook timing out) must not delay leases,
         # timeouts and timers.
         self._deliverer = _Sweeper(
@@ -206,8 +226,31 @@ class AmberServer:
 
     def ready(self) -> tuple[bool, str]:
         """Whether this server can serve: its database answers (the readiness probe)."""
-        problem = self.db.ping()
+        problem = self.probe_database_now()
         return (problem is None), (problem or "database reachable")
+
+    def probe_database(self) -> int:
+        """Probe the database and publish the answer (the prober's step); returns 0."""
+        self.probe_database_now()
+        return 0
+
+    def probe_database_now(self) -> str | None:
+        """Ask the database now; set `database_down` and the health service from the answer."""
+        problem = self.db.ping(timeout_s=PROBE_TIMEOUT_S)
+        if problem != self.database_down:
+            if problem is None:
+                _log.info("database reachable again")
+            else:
+                _log.warning("%s: RPCs fail fast until it answers", problem)
+        self.database_down = problem
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if problem is None
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for service in HEALTH_SERVICES:
+            self.health_service.set(service, status)
+        return problem
 
     def start(self) -> int:
         """Migrate, start listening; returns the bound port (useful with port 0)."""
@@ -222,6 +265,8 @@ class AmberServer:
             self.approval_link_base = self.approval_page.base_url
         if self._ops_listen is not None:
             self.ops = OpsEndpoint(self.metrics.registry, self.ready, self._ops_listen).start()
+        self.probe_database_now()
+        self._prober.start()
         self._sweeper.start()
         self._deliverer.start()
         return self.port
@@ -236,6 +281,8 @@ class AmberServer:
         self._grpc.wait_for_termination()
 
     def stop(self, grace_s: float = 2.0) -> None:
+        self._prober.stop()
+        self.health_service.enter_graceful_shutdown()
         self._sweeper.stop()
         self._deliverer.stop()
         if self.approval_page is not None:

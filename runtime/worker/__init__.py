@@ -6,8 +6,9 @@ Rule: reaches the server only through `client`; imports `client`, `replay`, `san
 
 from __future__ import annotations
 
+from amber.runtime.tracing import JsonLinesExporter, configure_tracing, tracer
+
 from ._budgets import Budget, Budgets
-from ._tracing import JsonLinesExporter, configure_tracing, tracer
 from ._worker import DetailedTrace, Worker, WorkerSettings
 
 __all__ = [

@@ -66,11 +66,11 @@ from amber.runtime.sandbox import (
     SandboxRunner,
     repro_of,
 )
+from amber.runtime.tracing import tracer
 
 from ._budgets import Budgets
 from ._heartbeat import Heartbeats
 from ._histories import RunCopies, RunCopy
-from ._tracing import tracer
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")

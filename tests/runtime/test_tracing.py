@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from amber.runtime.sandbox._sandbox import Sandbox
-from amber.runtime.worker._tracing import JsonLinesExporter
+from amber.runtime.tracing._setup import JsonLinesExporter
 
 from ._engine_helpers import drive, make_worker
 

@@ -29,7 +29,7 @@ from amber.runtime.model._errors import NotTroubled
 from amber.runtime.model._settings import EngineSettings, PoisonPolicy
 from amber.runtime.sandbox._engine import SandboxEngine
 from amber.runtime.sandbox._sandbox import Sandbox
-from amber.runtime.worker._tracing import JsonLinesExporter
+from amber.runtime.tracing._setup import JsonLinesExporter
 from amber.runtime.worker._worker import Worker, WorkerSettings
 from amber.surgical_pool import IsolatedSandbox, SurgicalWorker, replay_bundle
 from amber.tools._build import build_module

@@ -1,14 +1,14 @@
 """OpenTelemetry set-up: one span per activation, exported where the operator says.
 
 `AMBER_TRACE_FILE=path` writes finished spans as JSON lines to a file; an OTLP endpoint
-(`OTEL_EXPORTER_OTLP_ENDPOINT`) is used when the optional OTLP exporter package is installed.
-With neither, spans are created (so attributes and ids exist) but not exported.
+(`OTEL_EXPORTER_OTLP_ENDPOINT` or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, with the other standard
+`OTEL_EXPORTER_OTLP_*` variables) exports them over OTLP/gRPC. With neither, spans are created
+(so attributes and ids exist) but not exported.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -27,6 +27,8 @@ from opentelemetry.sdk.trace.export import (
 
 TRACE_FILE_ENV = "AMBER_TRACE_FILE"
 _configured = False
+_exporting = False
+OTLP_ENDPOINT_ENVS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 
 
 class JsonLinesExporter(SpanExporter):
@@ -55,31 +57,30 @@ def configure_tracing(service_name: str, *, default_file: Path | None = None) ->
     `default_file`: where spans go when neither a trace file nor an OTLP endpoint is configured
     (the surgical pool always keeps its traces).
     """
-    global _configured
+    global _configured, _exporting
     if _configured:
         return
     _configured = True
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-    otlp = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+    otlp = any(os.environ.get(name) for name in OTLP_ENDPOINT_ENVS)
     path = os.environ.get(TRACE_FILE_ENV)
     if not path and not otlp and default_file is not None:
         default_file.parent.mkdir(parents=True, exist_ok=True)
         path = str(default_file)
     if path:
         provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(path)))
-    if otlp:
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
-                OTLPSpanExporter,
-            )
-        except ImportError:
-            logging.getLogger(__name__).warning(
-                "OTEL_EXPORTER_OTLP_ENDPOINT is set but opentelemetry-exporter-otlp is not"
-                " installed; spans are not exported over OTLP"
-            )
-        else:
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if otlp:  # endpoint, headers, TLS and timeout come from the standard OTEL_* variables
+        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    _exporting = bool(path or otlp)
     trace.set_tracer_provider(provider)
+
+
+def exporting() -> bool:
+    """Whether this process's spans go anywhere (a process that exports nothing skips the
+    optional spans, such as one per server transaction)."""
+    return _exporting
 
 
 def tracer() -> trace.Tracer:
