@@ -64,6 +64,8 @@ class Run:
     """A version an automatic upgrade could not replay this run on."""
     suspension: Suspension | None = None
     """Set while the run is suspended for an operator (a lifecycle state beside `status`)."""
+    traceparent: str = ""
+    """The W3C trace context of the call that started the run (or of its origin run)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +92,7 @@ class NewRun:
     parent_run_id: str | None = None
     parent_cmd: int | None = None
     parent_close_policy: str | None = None
+    traceparent: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +113,7 @@ _COLUMNS = (
     " error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,"
     " parent_run_id::text, parent_cmd, parent_close_policy, cancel_seq, cancel_reason,"
     " history_bytes, history_warned, upgrade_blocked, suspended_at, suspended_reason,"
-    " suspended_fingerprint"
+    " suspended_fingerprint, traceparent"
 )
 
 
@@ -119,7 +122,7 @@ def _run(row: tuple[Any, ...]) -> Run:
      error_type, error_message, last_seq, next_cmd, created_at, updated_at, closed_at,
      parent_run_id, parent_cmd, parent_close_policy, cancel_seq, cancel_reason, history_bytes,
      history_warned, upgrade_blocked, suspended_at, suspended_reason,
-     suspended_fingerprint) = row  # fmt: skip
+     suspended_fingerprint, traceparent) = row  # fmt: skip
     return Run(
         run_id=run_id,
         tenant=tenant,
@@ -150,6 +153,7 @@ def _run(row: tuple[Any, ...]) -> Run:
         else Suspension(
             since=suspended_at, reason=suspended_reason or "", fingerprint=suspended_fingerprint
         ),
+        traceparent=traceparent or "",
     )
 
 
@@ -158,8 +162,8 @@ def insert_run_txn(cur: Cursor, run: NewRun) -> None:
     cur.execute(
         "INSERT INTO amber_runs (run_id, tenant, workflow_id, workflow_type, digest, queue,"
         " status, input, last_seq, created_at, updated_at, parent_run_id, parent_cmd,"
-        " parent_close_policy)"
-        " VALUES (%s, %s, %s, %s, %s, %s, 'running', %s, 0, %s, %s, %s, %s, %s)",
+        " parent_close_policy, traceparent)"
+        " VALUES (%s, %s, %s, %s, %s, %s, 'running', %s, 0, %s, %s, %s, %s, %s, %s)",
         (
             run.run_id,
             run.tenant,
@@ -173,6 +177,7 @@ def insert_run_txn(cur: Cursor, run: NewRun) -> None:
             run.parent_run_id,
             run.parent_cmd,
             run.parent_close_policy,
+            run.traceparent,
         ),
     )
 

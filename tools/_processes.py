@@ -99,6 +99,7 @@ def worker_ready(client: AmberClient) -> tuple[bool, str]:
 
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_tracing("amber-server")  # spans per RPC and transaction when exporting
     db = Database(resolve_database_url(), max_size=args.db_pool).open()
     server = AmberServer(
         db,

@@ -437,6 +437,7 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
         tenant=run.tenant,
         pool=task.pool,
         crash_count=task.crash.count if task.crash else 0,
+        traceparent=run.traceparent,
     )
     if task.kind is not TaskKind.ACTIVITY:
         msg.input = run.input
@@ -591,6 +592,7 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         upgrade_to=msg.upgrade_to,
         pool=msg.pool or "main",
         crash_count=msg.crash_count,
+        traceparent=msg.traceparent,
     )
 
 

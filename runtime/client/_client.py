@@ -37,6 +37,7 @@ from amber.runtime.model import (
     WorkflowCompletion,
     from_ms,
 )
+from amber.runtime.tracing import trace_metadata
 from amber.versions import ModuleVersion, TypeStatus, UploadResult
 
 T = TypeVar("T")
@@ -85,11 +86,9 @@ class AmberClient:
         extra_timeout_s: float = 0.0,
         operator: bool = False,
     ) -> T:
-        metadata = (
-            ((OPERATOR_TOKEN_HEADER, self._operator_token),)
-            if operator and self._operator_token
-            else None
-        )
+        metadata = trace_metadata()  # the caller's trace continues on the server
+        if operator and self._operator_token:
+            metadata += ((OPERATOR_TOKEN_HEADER, self._operator_token),)
         try:
             return rpc(request, timeout=self._timeout + extra_timeout_s, metadata=metadata)
         except grpc.RpcError as exc:

@@ -40,6 +40,8 @@ class StartRequest:
     """Close the run as timed out after this long (0: never)."""
     signal: SignalRequest | None = None
     """Signal-with-start: deliver this signal, starting the run first if needed."""
+    traceparent: str = ""
+    """The trace the run joins (the server sets it from the call's own span)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

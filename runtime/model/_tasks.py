@@ -81,6 +81,8 @@ class LeasedTask:
     """main, or surgical for a poisoned task."""
     crash_count: int = 0
     """Consecutive crashes of this task at its current step."""
+    traceparent: str = ""
+    """The run's trace: the worker's span for this task is a child of it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -73,11 +74,15 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
         def framed(request: Any, context: grpc.ServicerContext) -> Any:
             started = time.perf_counter()
             failed = True
+            # The caller's trace is current even without a span of ours: a run started here
+            # keeps it (`current_traceparent`).
+            parent = context_from_metadata(metadata)
+            token = otel_context.attach(parent)
             span = None
             if spans is not None:
                 span = spans.start_span(
                     f"amber.rpc/{method}",
-                    context=context_from_metadata(metadata),
+                    context=parent,
                     kind=SpanKind.SERVER,
                     attributes={"rpc.system": "grpc", "rpc.method": method},
                 )
@@ -97,6 +102,7 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
                     if code != "OK":
                         span.set_status(Status(StatusCode.ERROR, code))
                     span.end()
+                otel_context.detach(token)
 
         return grpc.unary_unary_rpc_method_handler(
             framed,

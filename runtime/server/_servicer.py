@@ -27,6 +27,7 @@ from amber.runtime.services import (
     TaskService,
     TriageService,
 )
+from amber.runtime.tracing import current_traceparent
 from amber.versions import Rollout, VersionRegistry
 
 from ._approval_rpc import ApprovalRpcs
@@ -96,6 +97,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
                 version=request.version,
                 queue=request.queue,
                 execution_timeout_ms=request.execution_timeout_ms,
+                traceparent=current_traceparent(),
                 signal=SignalRequest(
                     name=request.signal_name,
                     payload=request.signal_payload,

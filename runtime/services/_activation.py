@@ -154,6 +154,7 @@ def _closing(
             parent_close_policy=run.parent_close_policy,
             lineage=Lineage(continued_from=run.run_id),
             inherit_from=run.run_id,
+            traceparent=run.traceparent,
         )
         continued = RunContinuedAsNew(next_run_id=spec.run_id, input=done.result)
         return RunClosing(status=status), continued, spec

@@ -125,6 +125,8 @@ class RunSpec:
     """Extra RunStarted payload keys (continued_from, reset_from, parent)."""
     prefix: Sequence[NewEvent] = ()
     """For a reset: the events to copy after RunStarted instead of starting afresh."""
+    traceparent: str = ""
+    """The trace the run belongs to (its start's, or its origin run's)."""
 
 
 def execution_deadline(event: Event) -> datetime | None:
@@ -238,6 +240,7 @@ class Lifecycle:
                 parent_run_id=spec.parent_run_id,
                 parent_cmd=spec.parent_cmd,
                 parent_close_policy=spec.parent_close_policy,
+                traceparent=spec.traceparent,
             ),
         )
         if spec.new_chain:
@@ -428,6 +431,7 @@ class Lifecycle:
             parent_cmd=cmd,
             parent_close_policy=child.parent_close_policy,
             lineage=Lineage(parent=ParentLink(run_id=run.run_id, cmd=cmd), version=selection),
+            traceparent=run.traceparent,
         )
         return self.create_run_txn(cur, spec)
 

@@ -103,6 +103,7 @@ class Resetter:
             parent_close_policy=old.parent_close_policy,
             execution_deadline=execution_deadline(kept[0]),
             inherit_from=old.run_id,
+            traceparent=old.traceparent,
             lineage=replace(
                 started.lineage, reset_from=ResetPoint(run_id=old.run_id, seq=to_event)
             ),

@@ -172,6 +172,7 @@ class RunService:
                     input=request.input,
                     execution_timeout_ms=spec.execution_timeout_ms,
                     lineage=Lineage(version=selection),
+                    traceparent=request.traceparent,
                 ),
             )
             signalled = False

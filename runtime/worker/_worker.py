@@ -66,7 +66,7 @@ from amber.runtime.sandbox import (
     SandboxRunner,
     repro_of,
 )
-from amber.runtime.tracing import tracer
+from amber.runtime.tracing import context_from_traceparent, tracer
 
 from ._budgets import Budgets
 from ._heartbeat import Heartbeats
@@ -245,7 +245,9 @@ class Worker:
         started = time.perf_counter()
         try:
             with self._tracer.start_as_current_span(
-                f"amber.{task.kind.value}", attributes=attributes
+                f"amber.{task.kind.value}",
+                context=context_from_traceparent(task.traceparent),  # the run's one trace
+                attributes=attributes,
             ) as span:
                 next_task = self._execute_in(task, span)
                 if self._slot.outcome == "error":
