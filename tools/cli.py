@@ -31,6 +31,7 @@ from . import (
     _cmd_dev,
     _cmd_processes,
     _cmd_runs,
+    _cmd_status,
     _cmd_triage,
     _cmd_versions,
 )
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
 _GROUPS: Final[Sequence[_Register]] = (
     _cmd_dev.register,  # dev
     _cmd_processes.register,  # server, worker
+    _cmd_status.register,  # status
     _cmd_build.register,  # build
     _cmd_bench.register,  # bench
     _cmd_versions.register,  # versions ...

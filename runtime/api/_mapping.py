@@ -43,16 +43,20 @@ from amber.runtime.model import (
     FailureReport,
     LeasedTask,
     NewCommand,
+    QueueDepth,
     Recorded,
     Reported,
     RunCheck,
     RunDescription,
+    ServerStatus,
     ThenWorkflow,
     TriageOutcome,
+    WorkerSeen,
     WorkflowCompletion,
     from_ms,
     from_ms_or_none,
     idempotency_key,
+    to_ms,
     to_ms_or_zero,
 )
 from amber.versions import ModuleVersion, TypeRollout, TypeStatus, VersionHealth, VersionStatus
@@ -719,3 +723,63 @@ class _HasTenant(Protocol):
 def tenant_of(request: _HasTenant) -> str:
     """The tenant a request names; the default tenant when it names none."""
     return request.tenant or DEFAULT_TENANT
+
+
+def status_to_pb(status: ServerStatus) -> pb.GetStatusResponse:
+    return pb.GetStatusResponse(
+        version=status.version,
+        database_ok=status.database_ok,
+        database_detail=status.database_detail,
+        console_url=status.console_url,
+        metrics_url=status.metrics_url,
+        workers=[
+            pb.WorkerSeen(
+                worker_id=w.worker_id,
+                queue=w.queue,
+                pool=w.pool,
+                last_seen_ms=to_ms(w.last_seen),
+            )
+            for w in status.workers
+        ],
+        queues=[
+            pb.QueueDepth(
+                queue=q.queue,
+                pool=q.pool,
+                ready=q.ready,
+                delayed=q.delayed,
+                leased=q.leased,
+                oldest_ready_s=q.oldest_ready_s,
+            )
+            for q in status.queues
+        ],
+    )
+
+
+def status_from_pb(msg: pb.GetStatusResponse) -> ServerStatus:
+    return ServerStatus(
+        version=msg.version,
+        database_ok=msg.database_ok,
+        database_detail=msg.database_detail,
+        console_url=msg.console_url,
+        metrics_url=msg.metrics_url,
+        workers=tuple(
+            WorkerSeen(
+                worker_id=w.worker_id,
+                queue=w.queue,
+                pool=w.pool,
+                last_seen=from_ms(w.last_seen_ms),
+            )
+            for w in msg.workers
+        ),
+        queues=tuple(
+            QueueDepth(
+                queue=q.queue,
+                pool=q.pool,
+                ready=q.ready,
+                delayed=q.delayed,
+                leased=q.leased,
+                oldest_ready_s=q.oldest_ready_s,
+            )
+            for q in msg.queues
+        ),
+    )

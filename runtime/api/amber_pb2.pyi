@@ -1278,3 +1278,53 @@ class ListAuditResponse(_message.Message):
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[AuditRecord]
     def __init__(self, records: _Optional[_Iterable[_Union[AuditRecord, _Mapping]]] = ...) -> None: ...
+
+class GetStatusRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class WorkerSeen(_message.Message):
+    __slots__ = ("worker_id", "queue", "pool", "last_seen_ms")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEEN_MS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    queue: str
+    pool: str
+    last_seen_ms: int
+    def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., pool: _Optional[str] = ..., last_seen_ms: _Optional[int] = ...) -> None: ...
+
+class QueueDepth(_message.Message):
+    __slots__ = ("queue", "pool", "ready", "delayed", "leased", "oldest_ready_s")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    DELAYED_FIELD_NUMBER: _ClassVar[int]
+    LEASED_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_READY_S_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    pool: str
+    ready: int
+    delayed: int
+    leased: int
+    oldest_ready_s: float
+    def __init__(self, queue: _Optional[str] = ..., pool: _Optional[str] = ..., ready: _Optional[int] = ..., delayed: _Optional[int] = ..., leased: _Optional[int] = ..., oldest_ready_s: _Optional[float] = ...) -> None: ...
+
+class GetStatusResponse(_message.Message):
+    __slots__ = ("version", "database_ok", "database_detail", "console_url", "metrics_url", "workers", "queues")
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_OK_FIELD_NUMBER: _ClassVar[int]
+    DATABASE_DETAIL_FIELD_NUMBER: _ClassVar[int]
+    CONSOLE_URL_FIELD_NUMBER: _ClassVar[int]
+    METRICS_URL_FIELD_NUMBER: _ClassVar[int]
+    WORKERS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    version: str
+    database_ok: bool
+    database_detail: str
+    console_url: str
+    metrics_url: str
+    workers: _containers.RepeatedCompositeFieldContainer[WorkerSeen]
+    queues: _containers.RepeatedCompositeFieldContainer[QueueDepth]
+    def __init__(self, version: _Optional[str] = ..., database_ok: _Optional[bool] = ..., database_detail: _Optional[str] = ..., console_url: _Optional[str] = ..., metrics_url: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerSeen, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ...) -> None: ...

@@ -224,6 +224,11 @@ class AmberStub:
                 request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.SerializeToString,
                 response_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.FromString,
                 _registered_method=True)
+        self.GetStatus = channel.unary_unary(
+                '/amber.v1.Amber/GetStatus',
+                request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusRequest.SerializeToString,
+                response_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusResponse.FromString,
+                _registered_method=True)
 
 
 class AmberServicer:
@@ -464,6 +469,13 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetStatus(self, request, context):
+        """Operations: the server, its database, URLs, workers and queues (`amber status`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AmberServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -656,6 +668,11 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.ReleaseLeases,
                     request_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.FromString,
                     response_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.SerializeToString,
+            ),
+            'GetStatus': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStatus,
+                    request_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusRequest.FromString,
+                    response_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1684,6 +1701,33 @@ class Amber:
             '/amber.v1.Amber/ReleaseLeases',
             amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.SerializeToString,
             amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStatus(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/GetStatus',
+            amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusRequest.SerializeToString,
+            amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusResponse.FromString,
             options,
             channel_credentials,
             insecure,

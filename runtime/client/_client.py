@@ -31,6 +31,7 @@ from amber.runtime.model import (
     Reported,
     RunCheck,
     RunDescription,
+    ServerStatus,
     StartResult,
     ThenWorkflow,
     TriageOutcome,
@@ -509,6 +510,11 @@ class AmberClient:
             first_bad_audit_id=r.first_bad_audit_id or None,
             problem=r.problem,
         )
+
+    def status(self) -> ServerStatus:
+        """The server's view of itself: database, console and metrics URLs, the workers that
+        polled it in the last 30 s, and the depth of every queue."""
+        return m.status_from_pb(self._call(self._stub.GetStatus, pb.GetStatusRequest()))
 
     def audit_head(self) -> tuple[int, bytes]:
         """The audit chain's head (records, last hash), as stored: verify before trusting it."""

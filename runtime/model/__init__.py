@@ -56,6 +56,7 @@ from ._runs import (
     StartResult,
 )
 from ._settings import EngineSettings, PoisonPolicy, RetryPolicy
+from ._status import QueueDepth, ServerStatus, WorkerSeen
 from ._tasks import (
     MAX_NEW_COMMANDS,
     ActivationStats,
@@ -115,6 +116,7 @@ __all__ = [
     "Projection",
     "QueryFailed",
     "QueryTimedOut",
+    "QueueDepth",
     "Recorded",
     "RecordedCommand",
     "RemoteError",
@@ -123,6 +125,7 @@ __all__ = [
     "RunCheck",
     "RunClosed",
     "RunDescription",
+    "ServerStatus",
     "SignalRequest",
     "StackOverflow",
     "StartRequest",
@@ -132,6 +135,7 @@ __all__ = [
     "TriageAction",
     "TriageCommand",
     "TriageOutcome",
+    "WorkerSeen",
     "WorkflowCompletion",
     "from_ms",
     "from_ms_or_none",

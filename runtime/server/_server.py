@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from amber import __version__ as amber_version
 from amber import history, versions
 from amber.abi import RetryableError
 from amber.history import Database, StoreGauges, store_gauges_txn
@@ -40,6 +41,7 @@ from amber.runtime.tracing import exporting, tracer
 from ._observed import RpcFrame
 from ._operators import Operators
 from ._servicer import AmberServicer
+from ._status import StatusBoard, StatusSources
 
 _log = logging.getLogger(__name__)
 
@@ -162,6 +164,16 @@ class AmberServer:
                 public_url=approval_page.public_url,
             )
         )
+        self.status_board = StatusBoard(
+            self.clock,
+            StatusSources(
+                version=amber_version,
+                database_down=lambda: self.database_down,
+                gauges=self._store_gauges,
+                console_url=lambda: getattr(self, "console_url", "") or "",
+                metrics_url=lambda: f"{self.ops.url}/metrics" if self.ops is not None else "",
+            ),
+        )
         self.database_down: str | None = None
         """Why the database did not answer the last probe, or None: while set, RPCs fail at
         once with `StoreUnavailable` and the gRPC health service says NOT_SERVING."""
@@ -188,6 +200,7 @@ class AmberServer:
             operators or Operators.from_environment(),
             self.approvals,
             self.audit,
+            self.status_board,
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen

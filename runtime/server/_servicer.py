@@ -34,6 +34,7 @@ from ._approval_rpc import ApprovalRpcs
 from ._audit_rpc import AuditRpcs
 from ._operators import Operators
 from ._rpc import rpc as _rpc
+from ._status import StatusBoard
 from ._triage_rpc import TriageRpcs, operator_token
 
 _log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         operators: Operators,
         approvals: ApprovalService,
         audit: AuditService,
+        board: StatusBoard,
     ) -> None:
         TriageRpcs.__init__(self, triage, operators)
         ApprovalRpcs.__init__(self, approvals, operators)
@@ -76,6 +78,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         self._default_queue = default_queue
         self._rollout = rollout
         self._migration = migration
+        self._board = board
 
     def _actor(self, context: Any, claimed: str) -> str:
         """Who runs an operator command: the token's operator where the server checks tokens,
@@ -325,6 +328,10 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
     # -- workers ---------------------------------------------------------------------------
 
     @_rpc
+    def GetStatus(self, request: pb.GetStatusRequest, context: Any) -> pb.GetStatusResponse:
+        return m.status_to_pb(self._board.status())
+
+    @_rpc
     def PollTask(self, request: pb.PollTaskRequest, context: Any) -> pb.PollTaskResponse:
         if not request.worker_id:
             raise InvalidInput("worker_id is required")
@@ -332,6 +339,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         pool = request.pool or "main"
         if pool not in ("main", "surgical"):
             raise InvalidInput(f"unknown pool {pool!r} (main or surgical)")
+        self._board.seen(request.worker_id[:256], queue, pool)
         deadline = time.monotonic() + _wait_s(request.wait_ms, MAX_POLL_WAIT_S)
         notifier = self._notifier
         seen = notifier.task_generation(queue, pool)

@@ -1,0 +1,44 @@
+"""What `amber status` shows: the server, its database, its URLs, the workers it serves and
+the depth of every queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSeen:
+    """A worker that polled this server lately."""
+
+    worker_id: str
+    queue: str
+    pool: str
+    last_seen: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueDepth:
+    """One queue in one pool, as the store holds it now."""
+
+    queue: str
+    pool: str
+    ready: int
+    delayed: int
+    leased: int
+    oldest_ready_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerStatus:
+    """A server's view of itself."""
+
+    version: str
+    database_ok: bool
+    database_detail: str
+    console_url: str
+    """Empty when the server serves no web pages."""
+    metrics_url: str
+    """Empty when the server serves no metrics."""
+    workers: tuple[WorkerSeen, ...]
+    queues: tuple[QueueDepth, ...]
