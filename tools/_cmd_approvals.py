@@ -45,7 +45,7 @@ def list_approvals(client: AmberClient, args: argparse.Namespace) -> int:
         tenant=args.tenant or "", status=args.status or "", run_id=args.run or "", limit=args.limit
     )
     if args.json:
-        out.emit_json([_approval_json(a) for a in found])
+        out.emit_list("approvals", [_approval_json(a) for a in found])
         return 0
     rows = [
         [a.approval_id, a.status, a.run_id, str(a.cmd), f"{a.required} of "
@@ -165,7 +165,7 @@ def change_role(client: AmberClient, args: argparse.Namespace) -> int:
 def list_roles(client: AmberClient, args: argparse.Namespace) -> int:
     members = client.list_approver_roles(tenant=args.tenant or "")
     if args.json:
-        out.emit_json([{"role": r, "approver": a} for r, a in members])
+        out.emit_list("roles", [{"role": r, "approver": a} for r, a in members])
         return 0
     print(out.table([[r, a] for r, a in members], ["ROLE", "APPROVER"]) if members else "no roles")
     return 0

@@ -52,10 +52,11 @@ def head(client: AmberClient, args: argparse.Namespace) -> int:
 def list_records(client: AmberClient, args: argparse.Namespace) -> int:
     records = client.list_audit(target=args.target or "", limit=args.limit, after_seq=args.after)
     if args.json:
-        out.emit_json([{"seq": r.seq, "at": r.at.isoformat(), "actor": r.actor,
-                        "action": r.action, "target": r.target, "reason": r.reason,
-                        "detail": out.jsonable(r.detail), "hash": r.hash.hex()}
-                       for r in records])  # fmt: skip
+        more = str(records[-1].seq) if len(records) == args.limit and records else None
+        out.emit_list("records", [{"seq": r.seq, "at": r.at.isoformat(), "actor": r.actor,
+                                   "action": r.action, "target": r.target, "reason": r.reason,
+                                   "detail": out.jsonable(r.detail), "hash": r.hash.hex()}
+                                  for r in records], more)  # fmt: skip
         return 0
     rows = [
         [str(r.seq), r.at.strftime("%Y-%m-%d %H:%M:%S"), r.actor, r.action, r.target,

@@ -115,7 +115,7 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
 def run_history(client: AmberClient, args: argparse.Namespace) -> int:
     events = client.history(args.run_id, tenant=args.tenant)
     if args.json:
-        out.emit_json([out.event_json(e) for e in events])
+        out.emit_list("events", [out.event_json(e) for e in events])
     else:
         print(out.history_text(events))
     return 0
@@ -143,7 +143,7 @@ def run_list(client: AmberClient, args: argparse.Namespace) -> int:
         limit=args.limit, page_token=args.page or "",
     )  # fmt: skip
     if args.json:
-        out.emit_json({"runs": [out.run_json(r) for r in runs], "next_page": token or None})
+        out.emit_list("runs", [out.run_json(r) for r in runs], token)
         return 0
     rows = [
         [r.run_id, r.workflow_type, out.clip(r.workflow_id, 24), r.status.value, r.digest[:12],

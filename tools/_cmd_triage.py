@@ -36,7 +36,8 @@ def list_troubled(client: AmberClient, args: argparse.Namespace) -> int:
         tenant=args.tenant or "", fingerprint=args.fingerprint or "", limit=args.limit
     )
     if args.json:
-        out.emit_json(
+        out.emit_list(
+            "runs",
             [
                 {
                     "run": out.run_json(t.run),
@@ -51,7 +52,7 @@ def list_troubled(client: AmberClient, args: argparse.Namespace) -> int:
                     "since": t.since.isoformat(),
                 }
                 for t in runs
-            ]
+            ],
         )
         return 0
     rows = [
@@ -213,7 +214,7 @@ def _command(client: AmberClient, args: argparse.Namespace, action: str, **extra
 
 def _print_outcomes(outcomes: Sequence[TriageOutcome], args: argparse.Namespace) -> None:
     if args.json:
-        out.emit_json([_outcome_json(o) for o in outcomes])
+        out.emit_list("outcomes", [_outcome_json(o) for o in outcomes])
         return
     if not outcomes:
         print("no run matched")

@@ -40,7 +40,7 @@ def upload(client: AmberClient, args: argparse.Namespace) -> int:
 def list_all(client: AmberClient, args: argparse.Namespace) -> int:
     versions = client.list_versions()
     if args.json:
-        out.emit_json([out.version_json(v) for v in versions])
+        out.emit_list("versions", [out.version_json(v) for v in versions])
         return 0
     rows = [
         [_short(v.digest), ",".join(v.labels) or "-", str(v.size),

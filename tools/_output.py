@@ -172,6 +172,12 @@ def emit_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def emit_list(key: str, items: list[Any], next_page: str | None = None) -> None:
+    """Every list the CLI prints has one shape: `{KEY: [...], "next_page": TOKEN or null}`
+    (a bare array could never say that there is more)."""
+    emit_json({key: items, "next_page": next_page or None})
+
+
 def compact(value: Any, width: int = 60) -> str:
     text = json.dumps(value, separators=(",", ":"), sort_keys=False)
     return text if len(text) <= width else text[: width - 1] + "…"

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, RetryableError
 from amber.history import Database, amber_home, resolve_database_url
 from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
 from amber.runtime.client import AmberClient
@@ -170,7 +170,13 @@ def work(args: argparse.Namespace) -> int:
     traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
     configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
     client = AmberClient(args.server)
-    client.wait_ready(timeout_s=args.connect_timeout)
+    try:
+        client.wait_ready(timeout_s=args.connect_timeout)
+    except TimeoutError as exc:
+        raise RetryableError(
+            f"{exc}: start one (`amber server`, or `amber dev`) or point --server (AMBER_SERVER)"
+            " at it"
+        ) from None
     artifacts = Path(args.artifacts) if args.artifacts else amber_home() / "artifacts"
     settings = worker_settings(args)
     if surgical:

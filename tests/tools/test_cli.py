@@ -56,7 +56,7 @@ def test_build_upload_start_and_inspect(
     assert code == 0 and out.startswith(f"already stored {digest}")
 
     code, out, _ = amber(capsys, served, "--json", "versions", "list")
-    (version,) = json.loads(out)
+    (version,) = json.loads(out)["versions"]
     assert version["digest"] == digest and version["current_for"] == ["orders"]
     code, out, _ = amber(capsys, served, "versions", "show", digest[:10])
     assert code == 0 and "reserve_inventory" in out
@@ -74,7 +74,7 @@ def test_build_upload_start_and_inspect(
     code, out, _ = amber(capsys, served, "run", "history", run_id)
     assert code == 0 and "RunCompleted" in out and "ActivityScheduled" in out
     code, out, _ = amber(capsys, served, "--json", "run", "history", run_id)
-    assert [e["type"] for e in json.loads(out)][-1] == "RunCompleted"
+    assert [e["type"] for e in json.loads(out)["events"]][-1] == "RunCompleted"
     code, out, _ = amber(capsys, served, "run", "describe", run_id)
     assert code == 0 and "completed" in out
     code, out, _ = amber(capsys, served, "run", "list", "--status", "completed")
@@ -112,7 +112,7 @@ def test_uploading_garbage_is_refused(
     code, _, err = amber(capsys, served, "versions", "upload", str(junk))
     assert code == 2 and "not a WebAssembly module" in err
     code, out, _ = amber(capsys, served, "--json", "versions", "list")
-    assert json.loads(out) == []
+    assert json.loads(out) == {"versions": [], "next_page": None}
 
 
 @pytest.mark.slow
@@ -190,5 +190,5 @@ def test_signal_query_cancel_terminate_and_reset_from_the_command_line(
     code, out, _ = amber(capsys, served, "--json", "run", "result", "cli-reset", "--wait", "20")
     assert json.loads(out)["status"] == "completed"
     code, out, _ = amber(capsys, served, "--json", "run", "history", "cli-reset")
-    started = json.loads(out)[0]
+    started = json.loads(out)["events"][0]
     assert started["type"] == "RunStarted" and "reset_from" in started["payload"]

@@ -29,7 +29,7 @@ def test_an_approval_from_the_terminal_and_an_audit_log_that_detects_tampering(
     wait_for(lambda: bool(served.client.list_approvals(status="pending")), 30, "the request")
 
     code, out, _ = amber(capsys, served, "--json", "approvals", "list", "--status", "pending")
-    (row,) = json.loads(out)
+    (row,) = json.loads(out)["approvals"]
     assert row["action"] == "pay expense E-7" and row["roles"] == ["finance"]
     approval = row["approval_id"]
     code, out, _ = amber(capsys, served, "--json", "approvals", "issue", approval,
@@ -50,7 +50,7 @@ def test_an_approval_from_the_terminal_and_an_audit_log_that_detects_tampering(
     assert code == 0 and "audit log intact" in out
     head = out.split("head: ")[1].split()[1]
     code, out, _ = amber(capsys, served, "--json", "audit", "list")
-    actions = [r["action"] for r in json.loads(out)]
+    actions = [r["action"] for r in json.loads(out)["records"]]
     assert actions[:4] == [
         "approver.grant",
         "approval.issue",

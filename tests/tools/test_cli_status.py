@@ -45,7 +45,8 @@ def test_status_names_the_database_workers_queues_and_a_working_metrics_url(
 
 
 def test_status_without_metrics_says_so(
-    served: InProcessServer, capsys: pytest.CaptureFixture[str]
+    served: InProcessServer,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     wait_for(lambda: bool(served.client.status().workers), 10, "the worker's first poll")
     code, out, _ = amber(capsys, served, "--json", "status")

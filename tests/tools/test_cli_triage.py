@@ -35,7 +35,7 @@ def test_triage_from_the_command_line(
     code, out, _ = amber(capsys, served, "triage", "list")
     assert code == 0 and run_id in out and "poisoned" in out and "workflow:-" in out
     code, out, _ = amber(capsys, served, "--json", "triage", "list")
-    (row,) = json.loads(out)
+    (row,) = json.loads(out)["runs"]
     assert row["run"]["run_id"] == run_id and row["crashes"] == 1 and row["fingerprint"]
     code, out, _ = amber(capsys, served, "triage", "show", run_id)
     assert code == 0 and "non_determinism" in out and row["fingerprint"] in out
