@@ -247,7 +247,9 @@ def register(
     def change(name: str, text: str) -> argparse.ArgumentParser:
         p = versions.add_parser(name, parents=[common], help=text)
         p.add_argument("type", help="workflow type")
-        p.add_argument("--reason", default="")
+        p.add_argument(
+            "--reason", default="", help="why, for the audit log (recorded as 'no reason given')"
+        )
         p.add_argument("--operator", help="who (default: your user name)")
         return p
 

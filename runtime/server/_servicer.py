@@ -268,7 +268,8 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         note = _Note(
             now=self._clock.now(),
             actor=self._actor(context, request.operator),
-            reason=request.reason,
+            # The audit says so rather than record an empty reason nobody can tell from a bug.
+            reason=request.reason.strip() or f"{request.action}: no reason given",
         )
         change(self._rollout, request, note)
         self._tasks_forget([kind])

@@ -132,3 +132,19 @@ def _wait_parked(srv: InProcessServer, workflow_ids: list[str]) -> None:
         while not any(e.type.value == "SignalAwaited" for e in srv.client.history(wid)):
             assert time.monotonic() < deadline
             time.sleep(0.05)
+
+
+def test_a_rollout_change_without_a_reason_is_audited_as_such(
+    served: InProcessServer,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    wasm: dict[str, Path],
+) -> None:
+    for v in ("v1", "v2"):  # the first upload becomes current by itself
+        code, out, err = amber(capsys, served, "--json", "versions", "upload", str(wasm[v]))
+        assert code == 0, err
+    digest = json.loads(out)["digest"]
+    code, _, err = amber(capsys, served, "versions", "promote", "onboard", digest)
+    assert code == 0, err
+    code, out, _ = amber(capsys, served, "--json", "audit", "list")
+    reasons = [r["reason"] for r in json.loads(out)["records"] if "promote" in r["action"]]
+    assert reasons == ["promote: no reason given"], out
