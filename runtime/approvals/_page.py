@@ -18,8 +18,9 @@ a CSRF implementation that has been reviewed and used for over a decade; Flask i
 hand-rolled CSRF tokens (easy to get subtly wrong), a SameSite cookie alone (it does not stop a
 same-site origin, such as another port on the host), and serving the page from the gRPC process's
 own HTTP stack (there is none). `ApprovalPage` serves the app with werkzeug's threaded server,
-which is enough for a handful of approvers; a deployment that wants more can mount
-`make_approval_app(...)` under any WSGI server.
+which is enough for a handful of approvers and operators; a deployment that wants more can mount
+`make_approval_app(...)` under any WSGI server. The server mounts the operators' console
+(`runtime.console`) on the same app, before it starts: one port, one session, one CSRF set-up.
 """
 
 from __future__ import annotations
@@ -239,8 +240,10 @@ def make_approval_app(desk: ApprovalDesk, *, secret_key: bytes, https: bool = Fa
         # Werkzeug's response keeps the status and its headers (Allow on a 405); only the page
         # is ours, so that every error looks the same and says nothing about the token.
         response = error.get_response()
-        if error.code == 404:
+        if error.code == 404 and request.path.startswith("/approvals/"):
             heading, message = "Link not valid", _INVALID_LINK
+        elif error.code == 404:  # outside the links (the console is mounted beside them)
+            heading, message = "Not found", "There is no page at this address."
         elif (error.code or 500) >= 500:
             heading, message = "Something went wrong", "Nothing was recorded; try again later."
         else:

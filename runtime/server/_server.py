@@ -22,6 +22,7 @@ from amber.history import Database, StoreGauges, store_gauges_txn
 from amber.runtime.api import GRPC_OPTIONS
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.approvals import ApprovalPage, ApprovalService, ApprovalSink
+from amber.runtime.console import Console, ConsoleOperators, ConsoleServices
 from amber.runtime.metrics import OpsEndpoint, OpsListen, ServerMetrics
 from amber.runtime.model import Clock, EngineSettings, SystemClock
 from amber.runtime.sandbox import check_capabilities
@@ -104,6 +105,8 @@ class ApprovalPageOptions:
     unless something else holds it)."""
     public_url: str | None = None
     secret_key: bytes
+    console: bool = True
+    """Serve the operators' console on the same port (`runtime.console`)."""
 
 
 class AmberServer:
@@ -174,6 +177,15 @@ class AmberServer:
                 metrics_url=lambda: f"{self.ops.url}/metrics" if self.ops is not None else "",
             ),
         )
+        operators = operators or Operators.from_environment()
+        self.console = (
+            None
+            if approval_page is None or self.approval_page is None or not approval_page.console
+            else self._console(operators)
+        )
+        """The operators' console, mounted on the approval page's app (None without a page)."""
+        self.console_url = ""
+        """Where the console is served (set when the page starts; "" when it is not served)."""
         self.database_down: str | None = None
         """Why the database did not answer the last probe, or None: while set, RPCs fail at
         once with `StoreUnavailable` and the gRPC health service says NOT_SERVING."""
@@ -197,7 +209,7 @@ class AmberServer:
             self.rollout,
             self.migration,
             self.triage,
-            operators or Operators.from_environment(),
+            operators,
             self.approvals,
             self.audit,
             self.status_board,
@@ -233,6 +245,34 @@ class AmberServer:
         self._ops_listen = ops_listen
         self.ops: OpsEndpoint | None = None
         """The operations endpoint, once started (with `ops_listen`)."""
+
+    def _console(self, operators: Operators) -> Console:
+        assert self.approval_page is not None
+        console = Console(
+            ConsoleServices(
+                runs=self.runs,
+                tasks=self.tasks,
+                triage=self.triage,
+                registry=self.registry,
+                rollout=self.rollout,
+                approvals=self.approvals,
+                audit=self.audit,
+                clock=self.clock,
+            ),
+            ConsoleOperators(
+                authorise=operators.authorise,
+                holder_of=None if operators.by_hash is None else operators.by_hash.get,
+            ),
+        )
+        console.mount(self.approval_page.app)
+        return console
+
+    def console_login_link(self) -> str | None:
+        """A single-use link that logs a browser into the console as operator `dev` (for
+        `amber dev`); None when the console is not served or operators need tokens."""
+        if self.console is None or not self.console_url:
+            return None
+        return self.console.login_link(self.console_url)
 
     def _store_gauges(self) -> StoreGauges:
         return self.db.run(lambda cur: store_gauges_txn(cur, self.clock.now()))
@@ -276,6 +316,8 @@ class AmberServer:
         if self.approval_page is not None:
             self.approval_page.start()
             self.approval_link_base = self.approval_page.base_url
+            if self.console is not None:
+                self.console_url = f"{self.approval_page.base_url}/"
         if self._ops_listen is not None:
             self.ops = OpsEndpoint(self.metrics.registry, self.ready, self._ops_listen).start()
         self.probe_database_now()
