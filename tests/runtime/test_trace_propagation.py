@@ -117,20 +117,20 @@ def test_one_run_is_one_trace_across_client_server_and_worker(
         client.close()
         provider.shutdown()
 
-    def services() -> set[str]:
-        return {s.service for s in received.in_trace(trace_id)}
+    expected = {
+        ("checkout-app", "checkout"),
+        ("amber-server", "amber.rpc/StartRun"),
+        ("amber-server", "amber.db.transaction"),
+        ("amber-server", "amber.rpc/CompleteTask"),  # the worker's report, in the run's trace
+        ("amber-worker-main", "amber.workflow"),
+        ("amber-worker-main", "amber.activity"),
+    }
 
-    wait_for(
-        lambda: {"checkout-app", "amber-server", "amber-worker-main"} <= services(),
-        30,
-        f"spans of client, server and worker in trace {trace_id}",
-    )
+    def names() -> set[tuple[str, str]]:
+        return {(s.service, s.name) for s in received.in_trace(trace_id)}
+
+    wait_for(lambda: expected <= names(), 30, f"{expected} in trace {trace_id}: {names()}")
     spans = received.in_trace(trace_id)
-    names = {(s.service, s.name) for s in spans}
-    assert ("amber-server", "amber.rpc/StartRun") in names
-    assert ("amber-server", "amber.db.transaction") in names
-    assert ("amber-worker-main", "amber.workflow") in names
-    assert ("amber-worker-main", "amber.activity") in names
     start = next(s for s in spans if s.name == "amber.rpc/StartRun")
     assert start.parent_id == format(root.get_span_context().span_id, "016x")
     # Every worker span hangs under the span that started the run (the run's traceparent).
