@@ -66,6 +66,11 @@ def dev(args: argparse.Namespace) -> int:
     target = f"127.0.0.1:{port}"
     print(f"[dev] server listening on {target}", flush=True)
     print(f"[dev] approval page on {server.approval_link_base}", flush=True)
+    if server.console_url:
+        # A single-use login link (operator "dev") when operators name themselves; with an
+        # operator token file the console asks for a token instead.
+        login = server.console_login_link()
+        print(f"[dev] console on {login or server.console_url}", flush=True)
     if server.ops is not None:
         print(f"[dev] server metrics on {server.ops.url}/metrics", flush=True)
     client = AmberClient(target)

@@ -86,7 +86,8 @@ def _proposal(workflow_type: str) -> Proposal:
         workflow_type=workflow_type,
         ref=ref,
         percent=percent,
-        reason=field("reason"),
+        # As the RPC does: the audit says so rather than record an empty reason.
+        reason=field("reason") or f"{change.value}: no reason given",
     )
 
 

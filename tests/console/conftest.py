@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from amber.runtime.client._client import AmberClient
 from amber.runtime.model._clock import ManualClock
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.server import Operators, token_hash
@@ -105,11 +106,13 @@ def populate(srv: InProcessServer, modules: dict[str, bytes], sandbox: Sandbox) 
     ).run.run_id
     poisoned = client.start_run("diverge", {"x": 1}, workflow_id="diverge-1").run.run_id
     terminated = client.start_run("chain", {"k": 50, "value": 0}, workflow_id="chain-stop")
-    client.terminate(terminated.run.run_id, reason="started by mistake", operator="setup")
-    worker = make_worker(client, sandbox)
-    settle(worker)
-    client.cancel(cancelled, reason="customer changed their mind", operator="setup")
-    settle(worker)
+    # The setup's own operator commands carry Carol's token where the server checks tokens.
+    with AmberClient(srv.target, operator_token=OPERATOR_TOKEN) as operator:
+        operator.terminate(terminated.run.run_id, reason="started by mistake", operator="")
+        worker = make_worker(client, sandbox)
+        settle(worker)
+        operator.cancel(cancelled, reason="customer changed their mind", operator="")
+        settle(worker)
     return Scenario(
         completed=completed,
         order=order,

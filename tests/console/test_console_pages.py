@@ -98,7 +98,7 @@ def test_every_page_renders_real_data_with_payloads_decoded(
     approvals = client.get("/approvals?status=pending").text
     assert "pay expense E-1" in approvals
     audit = client.get("/audit").text
-    assert "run.terminate" in audit and "setup" in audit
+    assert "run.terminate" in audit and "started by mistake" in audit
 
     log_in(client, name="dana")
     with serving(make_worker(srv.client, sandbox, worker_id="query-answerer")):
