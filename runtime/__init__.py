@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 from amber.abi import lazy_exports
 
 if TYPE_CHECKING:
-    from .client import DEFAULT_TARGET, AmberClient, decode, encode
+    from .client import DEFAULT_TARGET, AmberClient, AsyncAmberClient, decode, encode
     from .model import (
         Clock,
         EngineSettings,
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "AmberClient": "client",
+    "AsyncAmberClient": "client",
     "DEFAULT_TARGET": "client",
     "decode": "client",
     "encode": "client",
@@ -77,6 +78,7 @@ __all__ = [
     "DEFAULT_TARGET",
     "AmberClient",
     "AmberServer",
+    "AsyncAmberClient",
     "Clock",
     "EngineSettings",
     "GuestFault",

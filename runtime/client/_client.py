@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import grpc
 
-from amber.abi import ActivityOutcome, ErrorInfo, pack, unpack
+from amber.abi import ActivityOutcome, ErrorInfo
 from amber.history import Approval, AuditEntry, AuditVerification, Event, Run, Troubled
 from amber.runtime.api import (
     GRPC_OPTIONS,
@@ -20,7 +20,6 @@ from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.api import approval_mapping as am
 from amber.runtime.api import mapping as m
 from amber.runtime.model import (
-    MAX_HISTORY_PAGE,
     ActivationStats,
     ApprovalDetail,
     DecisionOutcome,
@@ -41,20 +40,12 @@ from amber.runtime.model import (
 from amber.runtime.tracing import trace_metadata
 from amber.versions import ModuleVersion, TypeStatus, UploadResult
 
+from . import _calls as calls
+
 T = TypeVar("T")
 DEFAULT_TARGET = "127.0.0.1:7233"
 _ENVELOPE_ROOM = 64 * 1024
 """What a request needs besides its payload, within gRPC's message cap."""
-
-
-def encode(value: Any) -> bytes:
-    """A Python value as a msgpack payload (what workflows and activities receive)."""
-    return pack(value)
-
-
-def decode(payload: bytes | None) -> Any:
-    """A msgpack payload as a Python value."""
-    return None if payload is None else unpack(payload)
 
 
 class AmberClient:
@@ -104,6 +95,11 @@ class AmberClient:
 
     # -- runs --------------------------------------------------------------------------------
 
+    def _run(self, call: calls.Call[T]) -> T:
+        rpc = getattr(self._stub, call.method)
+        answer = self._call(rpc, call.request, extra_timeout_s=call.wait_s, operator=call.operator)
+        return call.read(answer)
+
     def start_run(
         self,
         workflow_type: str,
@@ -124,24 +120,20 @@ class AmberClient:
         With `signal`, this is signal-with-start: the signal is delivered to the run, which is
         started first unless it already runs.
         """
-        request = pb.StartRunRequest(
-            workflow_type=workflow_type,
-            input=raw_input if raw_input is not None else encode(input),
-            workflow_id=workflow_id,
-            version=version,
-            tenant=tenant,
-            queue=queue,
-            execution_timeout_ms=int(execution_timeout_s * 1000),
-            signal_name=signal,
-            signal_payload=encode(signal_payload) if signal else b"",
-            signal_request_id=signal_request_id,
-        )
-        response = self._call(self._stub.StartRun, request)
-        return StartResult(
-            run=m.run_from_pb(response.run),
-            already_started=response.already_started,
-            signalled=response.signalled,
-            duplicate=response.duplicate,
+        return self._run(
+            calls.start_run(
+                workflow_type,
+                input,
+                raw_input=raw_input,
+                workflow_id=workflow_id,
+                version=version,
+                tenant=tenant,
+                queue=queue,
+                execution_timeout_s=execution_timeout_s,
+                signal=signal,
+                signal_payload=signal_payload,
+                signal_request_id=signal_request_id,
+            )
         )
 
     def signal(
@@ -155,65 +147,60 @@ class AmberClient:
         raw_payload: bytes | None = None,
     ) -> bool:
         """Send a signal; returns False when `request_id` was already delivered (a no-op)."""
-        request = pb.SignalRunRequest(
-            run_id=run,
-            tenant=tenant,
-            name=name,
-            payload=raw_payload if raw_payload is not None else encode(payload),
-            request_id=request_id,
+        return self._run(
+            calls.signal(
+                run, name, payload, request_id=request_id, tenant=tenant, raw_payload=raw_payload
+            )
         )
-        return not self._call(self._stub.SignalRun, request).duplicate
 
     def query(self, run: str, name: str, *, wait_s: float = 10.0, tenant: str = "") -> Any:
         """The value the workflow last published under `name` (decoded), replayed by a worker."""
-        request = pb.QueryRunRequest(
-            run_id=run, tenant=tenant, name=name, wait_ms=int(wait_s * 1000)
-        )
-        return decode(self._call(self._stub.QueryRun, request, extra_timeout_s=wait_s).result)
+        return self._run(calls.query(run, name, wait_s=wait_s, tenant=tenant))
 
     def cancel(self, run: str, *, reason: str = "", operator: str = "", tenant: str = "") -> bool:
         """Request cancellation; returns False if it had already been requested."""
-        request = pb.CancelRunRequest(run_id=run, tenant=tenant, reason=reason, operator=operator)
-        return not self._call(self._stub.CancelRun, request, operator=True).already_requested
+        return self._run(calls.cancel(run, reason=reason, operator=operator, tenant=tenant))
 
     def terminate(self, run: str, *, reason: str, operator: str = "", tenant: str = "") -> None:
         """Close a run at once (audited with `reason` and `operator`)."""
-        request = pb.TerminateRunRequest(
-            run_id=run, tenant=tenant, reason=reason, operator=operator
-        )
-        self._call(self._stub.TerminateRun, request, operator=True)
+        self._run(calls.terminate(run, reason=reason, operator=operator, tenant=tenant))
 
     def reset(
         self, run: str, *, to_event: int, reason: str, operator: str = "", tenant: str = ""
     ) -> Run:
         """Start a new run replaying this one's history up to `to_event`; returns it."""
-        request = pb.ResetRunRequest(
-            run_id=run, tenant=tenant, to_event=to_event, reason=reason, operator=operator
+        return self._run(
+            calls.reset(run, to_event=to_event, reason=reason, operator=operator, tenant=tenant)
         )
-        return m.run_from_pb(self._call(self._stub.ResetRun, request, operator=True).run)
 
     def describe(self, run_id: str, *, tenant: str = "") -> RunDescription:
         """The run, its open tasks and its recent failures."""
-        request = pb.DescribeRunRequest(run_id=run_id, tenant=tenant)
-        return m.description_from_pb(self._call(self._stub.DescribeRun, request))
+        return self._run(calls.describe(run_id, tenant=tenant))
 
     def history(self, run: str, *, after_seq: int = 0, tenant: str = "") -> list[Event]:
         """Every event after `after_seq` (`run` is a run id or a workflow id), page by page."""
         events: list[Event] = []
-        while True:
-            request = pb.GetHistoryRequest(run_id=run, after_seq=after_seq, tenant=tenant)
-            response = self._call(self._stub.GetHistory, request)
-            page = response.events
-            events += (m.event_from_pb(response.run_id, e) for e in page)
-            if len(page) < MAX_HISTORY_PAGE:
-                return events
-            after_seq = page[-1].seq
+        while after_seq >= 0:
+            page, after_seq = self._run(calls.history_page(run, after_seq=after_seq, tenant=tenant))
+            events += page
+        return events
 
     def result(self, run_id: str, *, wait_s: float = 0.0, tenant: str = "") -> Run:
         """The run, waiting up to `wait_s` for it to close (check `run.status.closed`)."""
-        request = pb.GetResultRequest(run_id=run_id, wait_ms=int(wait_s * 1000), tenant=tenant)
-        response = self._call(self._stub.GetResult, request, extra_timeout_s=wait_s)
-        return m.run_from_pb(response.run)
+        return self._run(calls.result(run_id, wait_s=wait_s, tenant=tenant))
+
+    def get_result(
+        self, run: str, *, wait_s: float = 60.0, raw: bool = False, tenant: str = ""
+    ) -> Any:
+        """The run's result as a Python value (its msgpack bytes with `raw`), waiting up to
+        `wait_s` for it to close and following continue-as-new to the chain's last run.
+
+        Raises `RunFailed` (failed, cancelled, terminated, timed out: with the error type and
+        message) or `RunStillOpen` when the wait ran out."""
+        closed = self.result(run, wait_s=wait_s, tenant=tenant)
+        while (next_id := calls.follows(closed)) is not None:
+            closed = self.result(next_id, wait_s=wait_s, tenant=tenant)
+        return calls.value_of(closed, raw=raw)
 
     def list_runs(
         self,
@@ -225,15 +212,15 @@ class AmberClient:
         page_token: str = "",
     ) -> tuple[list[Run], str]:
         """A page of runs, newest first, and the token of the next page ("" at the end)."""
-        request = pb.ListRunsRequest(
-            tenant=tenant,
-            status=status,
-            workflow_type=workflow_type,
-            limit=limit,
-            page_token=page_token,
+        return self._run(
+            calls.list_runs(
+                tenant=tenant,
+                status=status,
+                workflow_type=workflow_type,
+                limit=limit,
+                page_token=page_token,
+            )
         )
-        response = self._call(self._stub.ListRuns, request)
-        return [m.run_from_pb(r) for r in response.runs], response.next_page_token
 
     # -- versions ----------------------------------------------------------------------------
 
@@ -514,7 +501,7 @@ class AmberClient:
     def status(self) -> ServerStatus:
         """The server's view of itself: database, console and metrics URLs, the workers that
         polled it in the last 30 s, and the depth of every queue."""
-        return m.status_from_pb(self._call(self._stub.GetStatus, pb.GetStatusRequest()))
+        return self._run(calls.status())
 
     def audit_head(self) -> tuple[int, bytes]:
         """The audit chain's head (records, last hash), as stored: verify before trusting it."""

@@ -30,6 +30,8 @@ from ._errors import (
     QueryTimedOut,
     RemoteError,
     RunClosed,
+    RunFailed,
+    RunStillOpen,
 )
 from ._faults import (
     AbiViolation,
@@ -125,6 +127,8 @@ __all__ = [
     "RunCheck",
     "RunClosed",
     "RunDescription",
+    "RunFailed",
+    "RunStillOpen",
     "ServerStatus",
     "SignalRequest",
     "StackOverflow",

@@ -49,3 +49,32 @@ class RemoteError(AmberError):
         super().__init__(message)
         self.error_type = error_type
         """The name the server sent the error under ("" when it sent none)."""
+
+
+class RunFailed(Conflict):
+    """The run closed without a result: failed, cancelled, terminated or timed out (what
+    `get_result` raises instead of handing back nothing)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        run_id: str,
+        status: str,
+        error_type: str = "",
+        error_message: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.status = status
+        """failed, cancelled, terminated or timed_out."""
+        self.error_type = error_type
+        self.error_message = error_message
+
+
+class RunStillOpen(RetryableError):
+    """The run had not closed when the wait ran out; asking again later is safe."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
