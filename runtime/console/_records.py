@@ -32,11 +32,12 @@ def register(bp: Blueprint, services: ConsoleServices, gate: Gate) -> None:
         status = request.values.get("status", "")
         chosen = request.values.get("approval", "").strip()
         where = tenant()
+        run = request.values.get("run", "").strip()
+        if run:  # a run id or a workflow id, as everywhere
+            run = services.runs.get(run, tenant=where).run_id
         return page(
             "approvals.html",
-            approvals=services.approvals.list_approvals(
-                tenant=where, status=status, run_id=request.values.get("run", "").strip()
-            ),
+            approvals=services.approvals.list_approvals(tenant=where, status=status, run_id=run),
             detail=services.approvals.show(chosen, tenant=where) if chosen else None,
             statuses=APPROVAL_STATUSES,
             status=status,

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from amber.runtime.client._client import AmberClient
+from amber.runtime.model._approvals import IssuedToken
 from amber.runtime.model._clock import ManualClock
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.server import Operators, token_hash
@@ -21,7 +22,6 @@ from amber.runtime.server._server import ApprovalPageOptions
 from amber.runtime.worker._worker import Worker
 from tests.conftest import ROOT, InProcessServer
 from tests.runtime._engine_helpers import make_worker, settle
-from tests.runtime.test_approvals import Inbox
 
 OPERATOR_TOKEN = "carol-" + "7" * 40
 """Carol's operator token, listed (as its hash) in the server's operator token file."""
@@ -47,6 +47,18 @@ class Scenario:
     """A `diverge` run whose workflow task is poisoned (non-determinism)."""
     onboard_v2: str
     """The digest of `rollout_v2`, labelled onboard@2, uploaded but not ramped."""
+
+
+class Inbox:
+    """An approval sink that keeps the links it is given (so the sweeper mints them)."""
+
+    def __init__(self) -> None:
+        self.issued: list[IssuedToken] = []
+        self._lock = threading.Lock()
+
+    def deliver(self, issued: IssuedToken) -> None:
+        with self._lock:
+            self.issued.append(issued)
 
 
 def operators_with_carol() -> Operators:

@@ -97,6 +97,7 @@ def test_every_page_renders_real_data_with_payloads_decoded(
     assert scenario.poisoned in triage and fingerprint.group(1) in triage
     approvals = client.get("/approvals?status=pending").text
     assert "pay expense E-1" in approvals
+    assert "pay expense E-1" in client.get("/approvals?run=expense-E-1").text
     audit = client.get("/audit").text
     assert "run.terminate" in audit and "started by mistake" in audit
 
@@ -297,6 +298,9 @@ def test_errors_are_console_pages_not_500s(dev: tuple[InProcessServer, Scenario]
         ("/runs?since=yesterday", 400, "must look like"),
         ("/runs?version=nope", 404, "nope"),
         ("/no/such/page", 404, "There is no page at this address."),
+        ("/approvals?run=nope", 404, "nope"),
+        ("/approvals?approval=nope", 404, "no approval"),
+        ("/audit?upto=x", 400, "record number"),
     ):
         response = client.get(path)
         assert response.status_code == status, (path, response.text)
