@@ -55,6 +55,7 @@ from amber.runtime.client import AmberClient, decode
 from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
 from ._bench_isolation import IsolationOptions, measure_isolation
+from ._bench_metrics import counter_deltas, scrape_counters
 from ._bench_recovery import RecoveryOptions, WorkerControl, measure_recovery
 from ._bench_sandbox import measure_sandbox
 from ._build import build_module
@@ -180,11 +181,16 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             raise RuntimeError(f"warm-up run failed: {warm['messages']}")
 
         commits_before = _commits(setup.db, options.stats_settle_s)
+        metrics_url = client.status().metrics_url
+        if metrics_url:
+            progress(f"server metrics at {metrics_url} (curl it while the bench runs)")
         progress(f"throughput: {options.n} runs x {options.k} activities, {options.w} starters")
+        counted_before = scrape_counters(metrics_url)
         before = _sample(setup, postmaster)
         jobs = [(f"bench-{tag}-{i}", 0) for i in range(options.n)]
         throughput = _run_batch(client, jobs, options.k, options.timeout_s, options.w)
         after = _sample(setup, postmaster)
+        counted = counter_deltas(counted_before, scrape_counters(metrics_url))
         commits_after = _commits(setup.db, options.stats_settle_s)
 
         latency: dict[str, Any] = {"runs": 0, "errors": 0}
@@ -268,6 +274,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         "recovery": recovery,
         "isolation": isolation,
         "sandbox": sandbox,
+        "server_metrics": {"url": metrics_url, "throughput_phase": counted},
         "log_problems": problems,
         "machine": {
             "cpu_count": os.cpu_count(),
@@ -387,6 +394,7 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
 
     port_file = tmp / "server.port"
     args = ["server", "--listen", "127.0.0.1:0", "--port-file", str(port_file)]
+    args += ["--metrics-listen", "127.0.0.1:0"]  # `curl` it while the bench runs
     server = _spawn("server", args, env, tmp / "logs")
     pgdata = tmp / "home" / "pgdata"
     stack.callback(_stop_server, server, None if url else pgdata)

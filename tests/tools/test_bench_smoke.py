@@ -92,6 +92,11 @@ def test_the_command_completes_and_writes_every_key(bench: dict[str, Any]) -> No
     assert (latency["runs"], latency["errors"]) == (LATENCY_RUNS, 0)
     assert (result["config"]["n"], result["config"]["k"], result["config"]["w"]) == (N, K, W)
     assert result["db_commits_per_workflow"] > 0
+    # The server's /metrics moved with the phase (what `curl` during a bench run shows).
+    moved = result["server_metrics"]["throughput_phase"]
+    assert result["server_metrics"]["url"].endswith("/metrics")
+    assert moved["runs_closed"] == N and moved["tasks_finished"] >= N * (K + 1)
+    assert moved["rpcs"] > 0 and moved["transactions"] > 0
 
     raw = result["raw_commit_rate"]
     assert raw["commits"] > 0 and raw["commits_per_s"] > 0
