@@ -284,7 +284,9 @@ def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="seconds")
 
 
-_TOKEN_IN_PATH = re.compile(r"(/approvals/)[^/?#\s\"']+")
+# Approval tokens, and the console's single-use login secrets (`/login/<secret>`), are bearer
+# credentials in the path.
+_TOKEN_IN_PATH = re.compile(r"(/approvals/|/login/)[^/?#\s\"']+")
 
 
 def _redact(text: str) -> str:

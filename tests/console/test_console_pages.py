@@ -307,3 +307,25 @@ def test_errors_are_console_pages_not_500s(dev: tuple[InProcessServer, Scenario]
         assert text in response.text, path
         assert response.headers["Content-Security-Policy"].startswith("default-src 'none'")
     assert "Link not valid" in client.get("/approvals/unknown-token").text  # the page's own 404
+
+
+def test_a_server_can_serve_the_approval_page_without_the_console(
+    make_server: Callable[..., InProcessServer],
+) -> None:
+    import secrets
+
+    from amber.runtime.server._server import ApprovalPageOptions
+
+    srv = make_server(
+        approval_page=ApprovalPageOptions(secret_key=secrets.token_bytes(32), console=False)
+    )
+    assert srv.server.console is None and srv.server.console_url == ""
+    assert srv.server.console_login_link() is None
+    assert browser_of(srv).get("/runs").status_code == 404
+
+
+def test_login_secrets_are_kept_out_of_the_request_logs() -> None:
+    from amber.runtime.approvals._page import _redact
+
+    assert _redact("GET /login/s3cr3t HTTP/1.1") == "GET /login/<token> HTTP/1.1"
+    assert _redact("/login?next=/runs") == "/login?next=/runs"
