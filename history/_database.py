@@ -133,8 +133,19 @@ class Database:
         try:
             self._pool.open(wait=wait, timeout=self._connect_timeout_s)
         except PoolTimeout as exc:
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+            self._pool.close()
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {self._why_not()}") from exc
         return self
+
+    def _why_not(self) -> str:
+        """The cause a pool's timeout hides (refused, unknown host, authentication, ...)."""
+        try:
+            psycopg.connect(
+                self.dsn, connect_timeout=max(1, round(self._connect_timeout_s))
+            ).close()
+        except psycopg.Error as exc:
+            return " ".join(str(exc).split()) or type(exc).__name__
+        return f"no connection within {self._connect_timeout_s:g} s"
 
     def close(self) -> None:
         self._pool.close()

@@ -41,6 +41,8 @@ from amber.runtime.tracing import trace_metadata
 from amber.versions import ModuleVersion, TypeStatus, UploadResult
 
 from . import _calls as calls
+from ._calls import decode as decode  # re-exported: callers imported them from here
+from ._calls import encode as encode
 
 T = TypeVar("T")
 DEFAULT_TARGET = "127.0.0.1:7233"
