@@ -61,6 +61,7 @@ def dev(args: argparse.Namespace) -> int:
             port=DEV_APPROVAL_PORT, any_port_if_taken=True, secret_key=secrets.token_bytes(32)
         ),
         ops_listen=OpsListen(port=DEV_METRICS_PORT, any_port_if_taken=True),
+        status_login_links=True,  # `amber status` hands out a console link that logs in
     )
     port = server.start()
     target = f"127.0.0.1:{port}"

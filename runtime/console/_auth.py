@@ -77,6 +77,10 @@ def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+MAX_LIVE_LINKS = 1000
+"""Unused login links kept at once (`amber status` under `amber dev` mints one per call)."""
+
+
 class LoginLinks:
     """Single-use, expiring login secrets; only their hashes are kept, in this process."""
 
@@ -92,6 +96,8 @@ class LoginLinks:
         now = self._clock.now()
         with self._lock:
             self._expiry = {k: t for k, t in self._expiry.items() if t > now}
+            while len(self._expiry) >= MAX_LIVE_LINKS:  # the oldest go first
+                del self._expiry[min(self._expiry, key=self._expiry.__getitem__)]
             self._expiry[token_sha256(secret)] = now + self._ttl
         return secret
 

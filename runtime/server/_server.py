@@ -124,10 +124,13 @@ class AmberServer:
         approval_sink: ApprovalSink | None = None,
         approval_page: ApprovalPageOptions | None = None,
         ops_listen: OpsListen | None = None,
+        status_login_links: bool = False,
     ) -> None:
         """`approval_sink` delivers approval tokens to approvers (without one, operators mint
         them with `amber approvals issue`); `approval_page` serves the approvers' HTTP page;
-        `ops_listen` serves `/metrics`, `/healthz` and `/readyz`."""
+        `status_login_links` (`amber dev`): `amber status` shows a fresh single-use console
+        login link rather than the console's address; `ops_listen` serves `/metrics`,
+        `/healthz` and `/readyz`."""
         self.db = db
         self.clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
@@ -173,7 +176,9 @@ class AmberServer:
                 version=amber_version,
                 database_down=lambda: self.database_down,
                 gauges=self._store_gauges,
-                console_url=lambda: getattr(self, "console_url", "") or "",
+                console_url=lambda: (
+                    (status_login_links and self.console_login_link()) or self.console_url
+                ),
                 metrics_url=lambda: f"{self.ops.url}/metrics" if self.ops is not None else "",
             ),
         )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.request
 from collections.abc import Callable
 
 import pytest
 
 from amber.runtime.metrics import OpsListen
+from amber.runtime.server import ApprovalPageOptions
 from amber.tools.cli import main
 from tests.conftest import InProcessServer, wait_for
 from tests.tools.test_cli import amber, served  # noqa: F401  (the fixture is used by name)
@@ -60,3 +62,25 @@ def test_status_of_no_server_is_exit_1_in_the_same_shape(
     code = main(["--server", "127.0.0.1:1", "status", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and set(doc) == KEYS and doc["server"]["reachable"] is False
+
+
+@pytest.mark.parametrize("links", [False, True])
+def test_the_console_url_opens_the_console_and_under_dev_logs_in(
+    make_server: Callable[..., InProcessServer],
+    capsys: pytest.CaptureFixture[str],
+    links: bool,
+) -> None:
+    srv = make_server(
+        approval_page=ApprovalPageOptions(secret_key=secrets.token_bytes(32)),
+        status_login_links=links,
+    )
+    code, out, _ = amber(capsys, srv, "status", "--json")
+    url = json.loads(out)["console_url"]
+    assert code == 0 and url.startswith("http://127.0.0.1:")
+    assert ("/login/" in url) is links
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())
+    with opener.open(url, timeout=10) as page:  # follows the login's redirect
+        body = page.read().decode()
+    assert page.status == 200 and "/runs" in body
+    if links:
+        assert "Log out" in body or "logout" in body.lower()
