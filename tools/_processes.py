@@ -109,7 +109,12 @@ def serve(args: argparse.Namespace) -> int:
         approval_page=_approval_page(args),
         ops_listen=_ops_listen(args.metrics_listen),
     )
-    port = server.start()
+    try:
+        port = server.start()
+    except OSError as exc:  # a used port: say so, not a traceback
+        db.close()
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     host = args.listen.rsplit(":", 1)[0]
     print(f"amber server listening on {host}:{port}", flush=True)
     if server.approval_link_base:

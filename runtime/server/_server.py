@@ -199,7 +199,9 @@ class AmberServer:
             db.wrap_transactions(lambda: spans.start_as_current_span("amber.db.transaction"))
         self._grpc = grpc.server(
             futures.ThreadPoolExecutor(max_workers=max_threads, thread_name_prefix="amber-rpc"),
-            options=GRPC_OPTIONS,
+            # Exclusive bind: with gRPC's default SO_REUSEPORT a second server on a used port
+            # starts "fine" and calls land on either at random.
+            options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)],
             interceptors=[RpcFrame(self.metrics.rpc, lambda: self.database_down, spans)],
         )
         self.health_service = health.HealthServicer()
@@ -313,10 +315,16 @@ class AmberServer:
     def start(self) -> int:
         """Migrate, start listening; returns the bound port (useful with port 0)."""
         migrate_all(self.db)
-        self.notifier.start()
-        self.port = self._grpc.add_insecure_port(self._listen)
+        try:
+            self.port = self._grpc.add_insecure_port(self._listen)
+        except RuntimeError:  # grpcio raises where older versions returned 0
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"cannot listen on {self._listen}")
+            raise OSError(
+                f"cannot listen on {self._listen}: the address is in use (another Amber server?)"
+                " or not this machine's"
+            )
+        self.notifier.start()
         self._grpc.start()
         if self.approval_page is not None:
             self.approval_page.start()
