@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from amber.abi import InvalidInput
 from amber.runtime.client import AmberClient
 from amber.versions import ModuleVersion, TypeStatus
 
@@ -26,7 +27,9 @@ def _short(digest: str | None) -> str:
 
 def upload(client: AmberClient, args: argparse.Namespace) -> int:
     wasm = Path(args.file).read_bytes()
-    result = client.upload_version(wasm, promote=args.promote, label=args.label or "")
+    result = client.upload_version(
+        wasm, promote=args.promote, label=args.label or "", operator=operator_name(args)
+    )
     if args.json:
         out.emit_json({**out.version_json(result.version), "created": result.created})
         return 0
@@ -119,7 +122,7 @@ def auto_upgrade(client: AmberClient, args: argparse.Namespace) -> int:
         status = _change(client, args, "stop_auto_upgrade", "")
         return _print_status(status, args, f"{args.type}: automatic upgrades stopped")
     if not args.ref:
-        raise SystemExit("amber versions auto-upgrade: give a version, or --off")
+        raise InvalidInput("amber versions auto-upgrade: give a version, or --off")
     status = _change(client, args, "auto_upgrade", args.ref)
     text = f"{args.type}: open runs move on their next activation if their replay passes"
     return _print_status(status, args, text)
@@ -232,6 +235,7 @@ def register(
     p.add_argument("file")
     p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
     p.add_argument("--label", help="name it, e.g. orders@2.0 (a label names one digest forever)")
+    p.add_argument("--operator", help="who, for the audit log (default: your user name)")
     p.set_defaults(remote=upload)
     p = versions.add_parser("list", parents=[common], help="every stored version and its roles")
     p.set_defaults(remote=list_all)

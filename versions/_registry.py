@@ -169,12 +169,15 @@ class VersionRegistry:
         self.max_module_bytes = max_module_bytes
         self._manifest_checks = tuple(manifest_checks)
 
-    def upload(self, wasm: bytes, *, now: datetime, label: str = "") -> UploadResult:
+    def upload(
+        self, wasm: bytes, *, now: datetime, label: str = "", actor: str = "unnamed"
+    ) -> UploadResult:
         """Validate and store a module. Same bytes again: a no-op returning the same digest.
 
         The version becomes current for each workflow type it declares that has no current
         version yet (promoting it over an existing one is `Rollout.promote`, audited). `label`
-        names it too.
+        names it too. A new version is audited (`version.upload`) under `actor`, with the
+        types it became current for.
         """
         # Here, not at the top: wasmtime loads when a module is validated, not when a client
         # reads a version.
@@ -195,8 +198,8 @@ class VersionRegistry:
                 (digest, len(wasm), manifest_json, wasm, now),
             )
             created = cur.rowcount == 1
-            if label:
-                _label_txn(cur, digest, label, now)
+            labelled = bool(label) and _label_txn(cur, digest, label, now)
+            current_for = []
             for workflow_type in manifest.workflows:
                 cur.execute(
                     "INSERT INTO amber_module_workflows (workflow_type, digest) VALUES (%s, %s)"
@@ -207,6 +210,28 @@ class VersionRegistry:
                     "INSERT INTO amber_workflow_types (workflow_type, current_digest, updated_at)"
                     " VALUES (%s, %s, %s) ON CONFLICT (workflow_type) DO NOTHING",
                     (workflow_type, digest, now),
+                )
+                if cur.rowcount == 1:
+                    current_for.append(workflow_type)
+            if created or labelled:
+                detail = {
+                    "size": len(wasm),
+                    "workflows": list(manifest.workflows),
+                    "activities": list(manifest.activities),
+                    "current_for": current_for,
+                    "label": label or None,
+                    "created": created,
+                }
+                record_audit_txn(
+                    cur,
+                    AuditEntry(
+                        actor=actor,
+                        action="version.upload",
+                        target=digest,
+                        reason="",
+                        detail=detail,
+                        at=now,
+                    ),
                 )
             return created
 

@@ -227,16 +227,19 @@ class AmberClient:
     # -- versions ----------------------------------------------------------------------------
 
     def upload_version(
-        self, wasm: bytes, *, promote: bool = False, label: str = ""
+        self, wasm: bytes, *, promote: bool = False, label: str = "", operator: str = ""
     ) -> UploadResult:
+        """Store a module version (audited under `operator`, or the operator token's name)."""
         if len(wasm) > MAX_MESSAGE_BYTES - _ENVELOPE_ROOM:
             raise PayloadTooLarge(
                 f"the module is {len(wasm)} bytes; one upload carries at most"
                 f" {MAX_MESSAGE_BYTES - _ENVELOPE_ROOM} (and the server's own cap on module size"
                 " is lower still unless raised)"
             )
-        request = pb.UploadVersionRequest(module=wasm, promote=promote, label=label)
-        response = self._call(self._stub.UploadVersion, request)
+        request = pb.UploadVersionRequest(
+            module=wasm, promote=promote, label=label, operator=operator
+        )
+        response = self._call(self._stub.UploadVersion, request, operator=True)
         return UploadResult(version=m.version_from_pb(response.version), created=response.created)
 
     def list_versions(self) -> list[ModuleVersion]:

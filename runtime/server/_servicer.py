@@ -221,11 +221,21 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         self, request: pb.UploadVersionRequest, context: Any
     ) -> pb.UploadVersionResponse:
         now = self._clock.now()
-        result = self._registry.upload(request.module, now=now, label=request.label)
+        # With operator tokens, uploading is an operator command; without, the uploader names
+        # itself (or is named by its address).
+        claimed = request.operator or (
+            "" if self._operators.by_hash is not None else f"unnamed client {_peer(context)}"
+        )
+        actor = self._actor(context, claimed)
+        result = self._registry.upload(request.module, now=now, label=request.label, actor=actor)
         if request.promote:  # audited like any promotion; each type on its own
             for workflow_type in result.version.manifest.workflows:
                 self._rollout.promote(
-                    workflow_type, result.version.digest, now=now, actor="upload", reason=""
+                    workflow_type,
+                    result.version.digest,
+                    now=now,
+                    actor=actor,
+                    reason="upload --promote",
                 )
             self._tasks_forget(result.version.manifest.workflows)
             result = replace(result, version=self._registry.get(result.version.digest))
@@ -484,3 +494,11 @@ _ROLLOUT_ACTIONS: dict[str, _RolloutAction] = {
         q.workflow_type, None, now=n.now, actor=n.actor, reason=n.reason
     ),
 }
+
+
+def _peer(context: Any) -> str:
+    """The caller's address without its port ("ipv4:127.0.0.1:5555" -> "127.0.0.1")."""
+    peer = str(context.peer() or "")
+    kind, _, rest = peer.partition(":")
+    host = rest.rsplit(":", 1)[0] if kind in ("ipv4", "ipv6") else peer
+    return host.strip("[]") or "unknown"

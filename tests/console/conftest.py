@@ -88,9 +88,11 @@ def console_server(
 def populate(srv: InProcessServer, modules: dict[str, bytes], sandbox: Sandbox) -> Scenario:
     """Upload the samples and leave runs in every state the console shows."""
     client = srv.client
-    for name in ("chain", "orders", "shipment", "expense", "hostile", "rollout_v1"):
-        client.upload_version(modules[name], promote=True)
-    v2 = client.upload_version(modules["rollout_v2"], label="onboard@2").version.digest
+    # Uploading is an operator command where the server checks operator tokens.
+    with AmberClient(srv.target, operator_token=OPERATOR_TOKEN) as operator:
+        for name in ("chain", "orders", "shipment", "expense", "hostile", "rollout_v1"):
+            operator.upload_version(modules[name], promote=True)
+        v2 = operator.upload_version(modules["rollout_v2"], label="onboard@2").version.digest
     completed = tuple(
         client.start_run("chain", {"k": 2, "value": i}, workflow_id=f"chain-{i}").run.run_id
         for i in (1, 2, 3)
