@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from amber.abi import InvalidInput
-from amber.history import AUDIT_GENESIS_HASH, Database
+from amber.history import AUDIT_GENESIS_HASH, Cursor, Database
 from amber.runtime.services._audit import AuditService
 from tests.conftest import InProcessServer
 
@@ -76,6 +76,7 @@ def test_run_commands_are_audited_in_one_chain_with_the_others(
 
     everything = audit.list(None, 100)
     assert [e.action for e in everything] == [
+        "version.upload",
         "version.label",
         "run.cancel",
         "run.cancel",
@@ -118,8 +119,8 @@ def test_listing_pages_in_chain_order(srv: InProcessServer, audit: AuditService)
 
     first = audit.list(None, 3)
     second = audit.list(None, 3, after_seq=first[-1].seq)
-    assert [e.seq for e in first + second] == [1, 2, 3, 4, 5]
-    assert [e.target for e in audit.list(None, 100)] == runs
+    assert [e.seq for e in first + second] == [1, 2, 3, 4, 5, 6]  # the upload, then 5 runs
+    assert [e.target for e in audit.list(None, 100) if e.action == "run.terminate"] == runs
     assert audit.list(runs[2], 10, after_seq=audit.list(runs[2], 1)[0].seq) == []
 
 
@@ -127,15 +128,19 @@ def test_an_anchor_is_checked_and_bad_arguments_are_refused(
     srv: InProcessServer, audit: AuditService, db: Database
 ) -> None:
     srv.client.terminate(_start(srv, "anchored"), reason="done", operator="ops@x")
-    seq, anchor = audit.head()
-    assert seq == 1 and audit.verify(anchor).ok and audit.verify(AUDIT_GENESIS_HASH).ok
+    seq, anchor = audit.head()  # the upload, then the termination
+    assert seq == 2 and audit.verify(anchor).ok and audit.verify(AUDIT_GENESIS_HASH).ok
 
     failed = audit.verify(bytes(range(32)))
     assert not failed.ok and "is not in the chain" in failed.problem
 
-    db.run(lambda cur: cur.execute("UPDATE amber_audit SET actor = 'someone' WHERE seq = 1"))
+    def tamper(cur: Cursor) -> None:  # as a superuser could: with the append-only trigger off
+        cur.execute("SET LOCAL session_replication_role = replica")
+        cur.execute("UPDATE amber_audit SET actor = 'someone' WHERE seq = 2")
+
+    db.run(tamper)
     edited = audit.verify(anchor, batch=1)
-    assert (edited.ok, edited.first_bad_seq, edited.checked) == (False, 1, 0)
+    assert (edited.ok, edited.first_bad_seq, edited.checked) == (False, 2, 1)
 
     for bad in (
         lambda: audit.verify(b"short"),
