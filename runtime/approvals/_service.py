@@ -12,10 +12,12 @@ the approval, revokes its other tokens, cancels its expiry timer and delivers
 `ApprovalResolved` to the run — all in one transaction. Decisions that arrive before the
 workflow awaits the approval are simply in its history when it does.
 
-Tokens: 192 bits from `secrets`, stored as sha256; the plain token exists only in memory on its
-way to the delivery sink (a webhook, the dev console, a test) or, for `amber approvals issue`,
-in the operator's terminal. Minting happens after the workflow's transaction committed, in the
-sweeper (`deliver_pending`): if delivery fails, an operator re-issues.
+Tokens: `apv_` and 192 bits from `secrets` (URL-safe base64), stored as sha256. The prefix
+lets secret scanners recognise a leaked token and keeps one from starting with "-", which a
+command line would take for an option (`amber approvals decide TOKEN`). The plain token exists
+only in memory on its way to the delivery sink (a webhook, the dev console, a test) or, for
+`amber approvals issue`, in the operator's terminal. Minting happens after the workflow's
+transaction committed, in the sweeper (`deliver_pending`): if delivery fails, an operator re-issues.
 
 Rejected: HMAC-signed stateless tokens (cannot be single-use or revoked without state anyway);
 storing tokens encrypted for re-sending (a stolen key would expose every live token).
@@ -72,6 +74,8 @@ from amber.runtime.services import Lifecycle, Notifier, Wake, poke, resolve_appr
 
 _log = logging.getLogger(__name__)
 MAX_TOKEN_CHARS = 128
+TOKEN_PREFIX = "apv_"
+"""What every approval token starts with (see the module's docstring)."""
 MAX_COMMENT_CHARS = 1000
 _STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 
@@ -374,7 +378,7 @@ class ApprovalService:
         now: datetime,
         issued_by: str | None = None,
     ) -> IssuedToken:
-        token = secrets.token_urlsafe(24)
+        token = TOKEN_PREFIX + secrets.token_urlsafe(24)
         insert_token_txn(
             cur,
             ApprovalToken(
