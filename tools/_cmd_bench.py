@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import argparse
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
+
+from amber.abi import InvalidInput
 
 from ._bench_compare import compare, format_table
 from ._bench_peers import (
@@ -27,6 +28,7 @@ from ._bench_peers import (
     parse_configs,
     run_peers,
 )
+from ._output import emit_json
 
 _ROOT: Final = Path(__file__).resolve().parent.parent
 LATEST: Final = _ROOT / "bench" / "results" / "latest.json"
@@ -151,11 +153,9 @@ def bench(args: argparse.Namespace) -> int:
             timeout_s=args.peers_timeout,
         )
         if not peers.temporal + peers.dbos:
-            print("error: --peers with neither a Temporal nor a DBOS config", file=sys.stderr)
-            return 2
+            raise InvalidInput("--peers with neither a Temporal nor a DBOS config")
         if not peers.script.is_file():
-            print(f"error: no peers' harness at {peers.script}", file=sys.stderr)
-            return 2
+            raise InvalidInput(f"no peers' harness at {peers.script}")
     options = _bench.BenchOptions(
         n=args.n,
         k=args.k,
@@ -179,7 +179,8 @@ def bench(args: argparse.Namespace) -> int:
     began = time.monotonic()
     result = _bench.run_bench(options)
     amber_s = time.monotonic() - began
-    print(_bench.format_summary(result), flush=True)
+    if not args.json:
+        print(_bench.format_summary(result), flush=True)
     outcome: PeersOutcome | None = None
     if peers is not None:
         _bench.progress(
@@ -193,12 +194,17 @@ def bench(args: argparse.Namespace) -> int:
     peers_s = None if outcome is None else round(outcome.wall_s, 1)
     full["timing_s"] = {"amber": round(amber_s, 1), "peers": peers_s}
     _bench.write_json(options.output, full)
-    print()
-    print(format_table(full, result))
-    print(f"written to {options.output}")
     if args.latest:
         _bench.write_json(LATEST, full)
-        print(f"and to {LATEST}")
+    if args.json:  # the document it wrote; where it went is progress, on stderr
+        emit_json(full)
+        _bench.progress(f"written to {options.output}" + (f" and {LATEST}" if args.latest else ""))
+    else:
+        print()
+        print(format_table(full, result))
+        print(f"written to {options.output}")
+        if args.latest:
+            print(f"and to {LATEST}")
     failed = result["throughput"]["errors"] or result["latency_ms"]["errors"]
     return 1 if failed or (outcome is not None and not outcome.ok) else 0
 

@@ -30,6 +30,16 @@ def _parse_input(text: str | None) -> bytes:
         raise InvalidInput(f"--input is not valid JSON: {exc}") from None
 
 
+def _json_option(text: str | None, flag: str) -> object:
+    """An option that holds JSON (`--payload`, `--signal-payload`): None when not given."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{flag} is not valid JSON: {exc}") from None
+
+
 def run_start(client: AmberClient, args: argparse.Namespace) -> int:
     started = client.start_run(
         args.workflow_type,
@@ -39,7 +49,7 @@ def run_start(client: AmberClient, args: argparse.Namespace) -> int:
         tenant=args.tenant or "",
         execution_timeout_s=args.execution_timeout or 0.0,
         signal=args.signal or "",
-        signal_payload=json.loads(args.signal_payload) if args.signal_payload else None,
+        signal_payload=_json_option(args.signal_payload, "--signal-payload"),
         signal_request_id=args.signal_request_id or "",
     )
     run = started.run
@@ -157,7 +167,7 @@ def run_list(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def run_signal(client: AmberClient, args: argparse.Namespace) -> int:
-    payload = json.loads(args.payload) if args.payload else None
+    payload = _json_option(args.payload, "--payload")
     delivered = client.signal(
         args.run_id, args.name, payload, request_id=args.request_id or "", tenant=args.tenant
     )

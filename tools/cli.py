@@ -18,7 +18,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NoReturn
 
 from amber import __version__
 from amber.abi import AmberError
@@ -61,8 +61,25 @@ _GROUPS: Final[Sequence[_Register]] = (
 """The verb groups, in the order `amber --help` lists them."""
 
 
+class _UsageError(Exception):
+    """A command line argparse refused, kept until `main` knows whether to answer in JSON."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is raised rather than printed, so that under `--json` it
+    becomes the same error object as any other refusal. (Sub-parsers inherit the class.)"""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="amber", description="Durable execution on versioned Wasm."
     )
     parser.add_argument("--version", action="version", version=f"amber {__version__}")
@@ -102,7 +119,11 @@ def server_address(text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = _parser().parse_args(words)
+    except _UsageError as exc:
+        _usage_error(exc, as_json="--json" in words)
     try:
         return _run(args)
     except BrokenPipeError:  # `amber run list | head`: the reader left, nothing to report
@@ -126,6 +147,16 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _usage_error(exc: _UsageError, *, as_json: bool) -> NoReturn:
+    """Exit 2 as argparse does: its usage and message, or with `--json` the error object."""
+    if not as_json:
+        exc.parser.print_usage(sys.stderr)
+        exc.parser.exit(2, f"{exc.parser.prog}: error: {exc.message}\n")
+    doc = {"error": {"type": "UsageError", "message": f"{exc.parser.prog}: {exc.message}"}}
+    print(json.dumps(doc), file=sys.stderr)
+    raise SystemExit(2)
 
 
 def _error(args: argparse.Namespace, exc: BaseException) -> None:
