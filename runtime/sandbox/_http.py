@@ -14,6 +14,16 @@ because `getaddrinfo` cannot be interrupted. Rejected: `urllib.request` (follows
 reads proxy settings from the environment) and a third-party client (a dependency for one
 import).
 
+Names are resolved once, before anything is sent, and the addresses are screened: a name that
+resolves to any internal address (loopback, private, link-local, ..., see `_addresses`) is
+refused with `HostNotAllowed` unless that address is itself an IP literal in the allowlist.
+The connection then goes to exactly the screened addresses — `http.client` never resolves the
+name again — while the Host header, TLS SNI and certificate check use the name. So an
+allowlisted name whose DNS answer changes (rebinding) cannot reach the worker's own network.
+Redirects are not followed: a guest that follows one makes a new request, screened the same way.
+Rejected: CIDR entries in the allowlist (a literal address says which internal host a module
+needs; a range would widen the manifest grammar for a case no module has yet).
+
 What ends the activation and what the guest sees: a request the guest could not have encoded
 that way on purpose (not msgpack, wrong types, unknown keys) is an `AbiViolation`; running out of
 the activation's budget is `DeadlineExceeded`; everything else — a host not in the allowlist, a
@@ -37,10 +47,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
 
 from amber.abi import Manifest, ManifestError, NotMsgpack, pack, pack_with_bytes, unpack
 from amber.runtime.model import AbiViolation, DeadlineExceeded
+
+from ._addresses import IPAddress, Resolver, internal_kind, system_resolver
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """Cap on the request body a guest sends and on the response body it gets back."""
@@ -69,14 +80,13 @@ _HOST_SET_HEADERS = frozenset(
 _REQUEST_KEYS = frozenset({"method", "url", "headers", "body", "timeout_ms"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
 
 class HttpErrorType(enum.StrEnum):
     """The `type` of an `{"error": [type, message]}` response envelope."""
 
     HOST_NOT_ALLOWED = "HostNotAllowed"
-    """The module declares no HTTP capability, or the URL's host is not in its allowlist."""
+    """The module declares no HTTP capability, the URL's host is not in its allowlist, or the
+    host's name resolves to an internal address the allowlist does not name literally."""
     TIMEOUT = "Timeout"
     """The request's own `timeout_ms` ran out (the activation's budget did not)."""
     CONNECTION_ERROR = "ConnectionError"
@@ -153,7 +163,8 @@ class AllowRule:
     host: str
     """Lowercase DNS name (for a wildcard, the suffix after `*.`), or a canonical IP address."""
     address: IPAddress | None = None
-    """Set for an IP literal, which matches only that address (never a name resolving to it)."""
+    """Set for an IP literal, which matches only that address in a URL, and also lets an allowed
+    name reach that address when the name resolves to it (even if the address is internal)."""
     wildcard: bool = False
     """`*.suffix`: matches every subdomain of `suffix`, at any depth, but not `suffix` itself."""
     port: int | None = None
@@ -212,7 +223,10 @@ class HttpPolicy:
         return cls(allow=tuple(rules))
 
     def allows(self, url: str) -> bool:
-        """Whether the allowlist admits `url`'s host and port (False for URLs `perform` refuses)."""
+        """Whether the allowlist admits `url`'s host and port (False for URLs `perform` refuses).
+
+        Judges the URL alone: `perform` also refuses a name that resolves to an internal address.
+        """
         try:
             target = _parse_url(url)
         except _Refused:
@@ -221,6 +235,25 @@ class HttpPolicy:
 
     def _admits(self, target: _Target) -> bool:
         return any(rule._matches(target.host, target.port) for rule in self.allow)
+
+    def _screen(self, target: _Target, addresses: Sequence[IPAddress]) -> None:
+        """Refuse a name that resolved to an internal address not allowlisted as a literal."""
+        if target.host.address is not None:  # an IP literal URL matched a literal entry
+            return
+        for address in addresses:
+            kind = internal_kind(address)
+            if kind is None or self._admits_address(address, target.port):
+                continue
+            raise _Refused(
+                HttpErrorType.HOST_NOT_ALLOWED,
+                f"{target.host.host} resolves to {address} ({kind}); a name may reach an"
+                " internal address only when that address itself is in the module's"
+                " capabilities.http.allow",
+            )
+
+    def _admits_address(self, address: IPAddress, port: int) -> bool:
+        literal = _HostPort(host=str(address), address=address, port=None)
+        return any(r.address is not None and r._matches(literal, port) for r in self.allow)
 
 
 def _capabilities(manifest: Manifest) -> HttpPolicy | None:
@@ -413,16 +446,16 @@ def _shutdown(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)  # a syscall, safe from another thread
 
 
-def _resolve(target: _Target, deadline: float) -> list[tuple[Any, ...]]:
+def _resolve(target: _Target, deadline: float, resolve: Resolver) -> tuple[IPAddress, ...]:
+    """The addresses to screen and connect to: the literal itself, or one call of `resolve`."""
     if target.host.address is not None:
-        family = socket.AF_INET if target.host.address.version == 4 else socket.AF_INET6
-        return [(family, socket.SOCK_STREAM, 0, "", (target.host.host, target.port))]
-    results: queue.SimpleQueue[list[tuple[Any, ...]] | OSError] = queue.SimpleQueue()
+        return (target.host.address,)
+    results: queue.SimpleQueue[Sequence[IPAddress] | Exception] = queue.SimpleQueue()
 
     def lookup() -> None:
         try:
-            results.put(socket.getaddrinfo(target.host.host, target.port, type=socket.SOCK_STREAM))
-        except OSError as exc:
+            results.put(resolve(target.host.host))
+        except Exception as exc:
             results.put(exc)
 
     threading.Thread(target=lookup, name="amber-http-resolve", daemon=True).start()
@@ -434,27 +467,40 @@ def _resolve(target: _Target, deadline: float) -> list[tuple[Any, ...]]:
         raise _Refused(
             HttpErrorType.CONNECTION_ERROR, f"cannot resolve {target.host.host}: {found}"
         )
-    return found
+    if isinstance(found, Exception):
+        raise found
+    if not found:
+        raise _Refused(HttpErrorType.CONNECTION_ERROR, f"{target.host.host} resolves to no address")
+    return tuple(found)
 
 
 class _Connection(http.client.HTTPConnection):
-    """An HTTP connection whose connect is resolved, bounded and watched by `perform`."""
+    """An HTTP connection to addresses `perform` already resolved and screened, bounded and
+    watched by it; `host` stays the URL's name, for the Host header and TLS."""
 
-    def __init__(self, target: _Target, *, deadline: float, watchdog: _Watchdog) -> None:
+    def __init__(
+        self,
+        target: _Target,
+        addresses: Sequence[IPAddress],
+        *,
+        deadline: float,
+        watchdog: _Watchdog,
+    ) -> None:
         super().__init__(target.host.host, target.port, timeout=None)
-        self._target = target
+        self._addresses = addresses
         self._deadline = deadline
         self._watchdog = watchdog
 
     def connect(self) -> None:
         sys.audit("http.client.connect", self, self.host, self.port)
         error: OSError | None = None
-        for family, kind, proto, _, address in _resolve(self._target, self._deadline):
-            sock = socket.socket(family, kind, proto)
+        for address in self._addresses:
+            v4 = address.version == 4
+            sock = socket.socket(socket.AF_INET if v4 else socket.AF_INET6, socket.SOCK_STREAM)
             self._watchdog.watch(sock)
             try:
                 sock.settimeout(max(self._deadline - time.monotonic(), 0.001))
-                sock.connect(address)
+                sock.connect((str(address), self.port) if v4 else (str(address), self.port, 0, 0))
             except OSError as exc:
                 sock.close()
                 if isinstance(exc, TimeoutError):
@@ -486,7 +532,11 @@ def _tls_context() -> ssl.SSLContext:
 
 
 def _exchange(
-    request: _Request, target: _Target, headers: dict[str, str], deadline: float
+    request: _Request,
+    target: _Target,
+    addresses: Sequence[IPAddress],
+    headers: dict[str, str],
+    deadline: float,
 ) -> bytes:
     """Send the request and read the whole response; returns the encoded response envelope.
 
@@ -495,7 +545,7 @@ def _exchange(
     """
     watchdog = _Watchdog(deadline)
     kind = _TlsConnection if target.scheme == "https" else _Connection
-    conn = kind(target, deadline=deadline, watchdog=watchdog)
+    conn = kind(target, addresses, deadline=deadline, watchdog=watchdog)
     response: http.client.HTTPResponse | None = None
     try:
         conn.request(request.method, target.path, body=request.body, headers=headers)
@@ -548,7 +598,12 @@ def _error(kind: HttpErrorType, message: str) -> bytes:
 
 
 def perform(
-    request: bytes, *, policy: HttpPolicy | None, deadline: float, idempotency_key: str
+    request: bytes,
+    *,
+    policy: HttpPolicy | None,
+    deadline: float,
+    idempotency_key: str,
+    resolve: Resolver = system_resolver,
 ) -> bytes:
     """Make the HTTP request a guest asked for and return the response envelope (msgpack).
 
@@ -557,6 +612,7 @@ def perform(
     key. Raises `AbiViolation` for a malformed request and `DeadlineExceeded` when the
     activation's budget is spent before or during the request; every other failure is an error
     envelope for the guest. Blocks for at most the remaining budget (plus scheduling slack).
+    `resolve` turns the URL's host name into addresses (called once; tests pass their own).
     """
     decoded = _decode(request)
     try:
@@ -579,7 +635,9 @@ def perform(
         own = None if decoded.timeout_ms is None else time.monotonic() + decoded.timeout_ms / 1000
         limit = deadline if own is None else min(deadline, own)
         try:
-            envelope = _exchange(decoded, target, headers, limit)
+            addresses = _resolve(target, limit, resolve)
+            policy._screen(target, addresses)
+            envelope = _exchange(decoded, target, addresses, headers, limit)
         except TimeoutError:
             if own is None or deadline <= own:
                 raise DeadlineExceeded(

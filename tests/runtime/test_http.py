@@ -1,16 +1,24 @@
 """The HTTP capability's host side against a real loopback payment service: the allowlist, the
-idempotency key, exactly-once charges, and every way a request can fail — each either an error
-envelope for the guest or a typed fault that ends the activation, never a hung worker."""
+screen on the addresses a name resolves to, the idempotency key, exactly-once charges, and every
+way a request can fail — each either an error envelope for the guest or a typed fault that ends
+the activation, never a hung worker.
+
+Names other than `localhost` resolve through `_Dns`, a table the test passes to `perform`, so no
+test depends on external DNS; the service is reached by name only where the allowlist also names
+127.0.0.1 literally (a name alone may not reach loopback)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import socket
+import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from functools import cache
 from typing import Any
 
 import msgpack
@@ -18,6 +26,7 @@ import pytest
 
 from amber.abi import ManifestError, parse_manifest
 from amber.runtime.model._faults import AbiViolation, DeadlineExceeded
+from amber.runtime.sandbox._addresses import IPAddress, internal_kind
 from amber.runtime.sandbox._http import (
     MAX_BODY_BYTES,
     MAX_REQUEST_BYTES,
@@ -46,10 +55,42 @@ def _request(url: str, method: str = "GET", **fields: Any) -> bytes:
     return bytes(msgpack.packb({"method": method, "url": url, **fields}))
 
 
+class _Dns:
+    """A resolver for `perform` that answers from a table and records the names it was asked.
+    A name maps to a list of answers, one per call (the last repeats): a rebinding server."""
+
+    def __init__(self, table: dict[str, list[list[str]]]) -> None:
+        self._table = table
+        self.calls: list[str] = []
+
+    def __call__(self, host: str) -> Sequence[IPAddress]:
+        self.calls.append(host)
+        answers = self._table.get(host)
+        if answers is None:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        answer = answers[min(len(self.calls) - 1, len(answers) - 1)]
+        return [ipaddress.ip_address(a) for a in answer]
+
+
+def _dns(**names: str | list[str]) -> _Dns:
+    """`_dns(svc="127.0.0.1")`: `svc.test` always answers 127.0.0.1."""
+    return _Dns(
+        {f"{n}.test": [[a] if isinstance(a, str) else a] for n, a in names.items()},
+    )
+
+
 def _call(
-    request: bytes, policy: HttpPolicy | None, *, budget: float = 5.0, key: str = KEY
+    request: bytes,
+    policy: HttpPolicy | None,
+    *,
+    budget: float = 5.0,
+    key: str = KEY,
+    dns: _Dns | None = None,
 ) -> dict[str, Any]:
-    raw = perform(request, policy=policy, deadline=time.monotonic() + budget, idempotency_key=key)
+    extra = {} if dns is None else {"resolve": dns}
+    raw = perform(
+        request, policy=policy, deadline=time.monotonic() + budget, idempotency_key=key, **extra
+    )
     doc = msgpack.unpackb(raw)
     assert isinstance(doc, dict)
     return doc
@@ -132,19 +173,22 @@ def test_a_port_specific_entry_allows_only_that_port(pay: PaymentService) -> Non
 
 
 def test_names_and_ip_literals_match_only_themselves(pay: PaymentService) -> None:
-    by_name = f"http://localhost:{pay.port}/status"
-    assert _error_type(_call(_request(by_name), HttpPolicy.parse(["127.0.0.1"]))) == (
+    by_name = f"http://svc.test:{pay.port}/status"
+    dns = _dns(svc="127.0.0.1")
+    literal_only = HttpPolicy.parse(["127.0.0.1"])
+    assert _error_type(_call(_request(by_name), literal_only, dns=dns)) == "HostNotAllowed"
+    both = HttpPolicy.parse(["svc.test", "127.0.0.1"])
+    assert _error_type(_call(_request(pay.url("/status")), HttpPolicy.parse(["svc.test"]))) == (
         "HostNotAllowed"
     )
-    assert _error_type(_call(_request(pay.url("/status")), HttpPolicy.parse(["localhost"]))) == (
-        "HostNotAllowed"
-    )
-    assert _call(_request(by_name), HttpPolicy.parse(["localhost"]))["status"] == 200
+    assert _call(_request(by_name), both, dns=dns)["status"] == 200
+    assert dns.calls == ["svc.test"]  # the literal-only policy refused the name unresolved
 
 
 def test_host_names_compare_case_insensitively(pay: PaymentService) -> None:
-    policy = HttpPolicy.parse([f"LocalHost:{pay.port}"])
-    assert _call(_request(f"http://LOCALHOST:{pay.port}/status"), policy)["status"] == 200
+    policy = HttpPolicy.parse([f"Svc.Test:{pay.port}", "127.0.0.1"])
+    url = f"http://SVC.TEST:{pay.port}/status"
+    assert _call(_request(url), policy, dns=_dns(svc="127.0.0.1"))["status"] == 200
 
 
 def test_a_wildcard_allows_subdomains_only(pay: PaymentService) -> None:
@@ -186,6 +230,210 @@ def test_userinfo_in_the_url_is_refused(pay: PaymentService, policy: HttpPolicy,
     doc = _call(_request(url.format(authority=pay.authority)), policy)
     assert _error_type(doc) == "BadRequest"
     assert pay.requests == 0
+
+
+# --- names that resolve to internal addresses ---------------------------------------------------
+
+_CONNECTS: list[list[Any]] = []
+"""While a test holds a list here, socket connects are recorded in it and refused."""
+
+
+def _intercept_connects(event: str, args: tuple[Any, ...]) -> None:
+    if event == "socket.connect" and _CONNECTS:
+        _CONNECTS[-1].append(args[1])
+        raise ConnectionRefusedError("connect intercepted by the test")
+
+
+@cache
+def _install_connect_hook() -> None:
+    sys.addaudithook(_intercept_connects)  # an audit hook cannot be removed: it idles when unused
+
+
+@pytest.fixture
+def connects() -> Iterator[list[Any]]:
+    """The socket addresses `perform` connects to; each connect fails at once instead of going
+    out, so a test can use a global address without touching the network."""
+    _install_connect_hook()
+    seen: list[Any] = []
+    _CONNECTS.append(seen)
+    try:
+        yield seen
+    finally:
+        _CONNECTS.remove(seen)
+
+
+_GLOBAL = "93.184.215.14"
+"""A globally reachable address; tests connect to it only through `connects`."""
+
+
+def test_an_allowlisted_name_that_resolves_to_loopback_is_refused(pay: PaymentService) -> None:
+    dns = _dns(svc="127.0.0.1")
+    doc = _call(
+        _request(f"http://svc.test:{pay.port}/status"), HttpPolicy.parse(["svc.test"]), dns=dns
+    )
+    assert _error_type(doc) == "HostNotAllowed"
+    message = doc["error"][1]
+    assert "svc.test resolves to 127.0.0.1 (loopback)" in message
+    assert "capabilities.http.allow" in message
+    assert pay.requests == 0
+    assert dns.calls == ["svc.test"]
+
+
+def test_localhost_by_name_is_refused_through_the_system_resolver(pay: PaymentService) -> None:
+    doc = _call(_request(f"http://localhost:{pay.port}/status"), HttpPolicy.parse(["localhost"]))
+    assert _error_type(doc) == "HostNotAllowed"
+    assert "loopback" in doc["error"][1]
+    assert pay.requests == 0
+
+
+@pytest.mark.parametrize(
+    ("address", "kind"),
+    [
+        ("127.0.0.2", "loopback"),
+        ("10.1.2.3", "private"),
+        ("172.16.0.1", "private"),
+        ("192.168.1.1", "private"),
+        ("169.254.169.254", "link-local"),
+        ("100.100.100.200", "shared"),
+        ("0.0.0.0", "unspecified"),
+        ("224.0.0.1", "multicast"),
+        ("255.255.255.255", "reserved"),
+        ("192.0.2.1", "reserved"),
+        ("::1", "loopback"),
+        ("::", "unspecified"),
+        ("fd00:ec2::254", "unique-local"),
+        ("fc00::1", "unique-local"),
+        ("fe80::1", "link-local"),
+        ("fec0::1", "site-local"),
+        ("ff02::1", "multicast"),
+        ("2001:db8::1", "reserved"),
+        ("::ffff:127.0.0.1", "loopback"),
+        ("::ffff:169.254.169.254", "link-local"),
+        ("2002:7f00:1::1", "loopback"),
+        ("64:ff9b::a9fe:a9fe", "link-local"),
+        ("::7f00:1", "reserved"),
+        ("4000::1", "reserved"),
+    ],
+)
+def test_every_kind_of_internal_address_is_refused(
+    connects: list[Any], address: str, kind: str
+) -> None:
+    found = internal_kind(ipaddress.ip_address(address))
+    assert found is not None and kind in found
+    doc = _call(_request("http://svc.test/"), HttpPolicy.parse(["svc.test"]), dns=_dns(svc=address))
+    assert _error_type(doc) == "HostNotAllowed"
+    assert f"svc.test resolves to {ipaddress.ip_address(address)} (" in doc["error"][1]
+    assert connects == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [_GLOBAL, "8.8.8.8", "2606:4700:4700::1111", "64:ff9b::808:808", "2002:808:808::1"],
+)
+def test_a_name_that_resolves_to_a_global_address_is_connected_to_that_address(
+    connects: list[Any], address: str
+) -> None:
+    assert internal_kind(ipaddress.ip_address(address)) is None
+    dns = _dns(svc=address)
+    doc = _call(_request("http://svc.test:8080/"), HttpPolicy.parse(["svc.test"]), dns=dns)
+    assert _error_type(doc) == "ConnectionError"  # the intercepted connect, past the screen
+    assert [(a[0], a[1]) for a in connects] == [(str(ipaddress.ip_address(address)), 8080)]
+
+
+def test_one_internal_answer_among_global_ones_refuses_the_name(connects: list[Any]) -> None:
+    dns = _dns(svc=[_GLOBAL, "10.0.0.7"])
+    doc = _call(_request("http://svc.test/"), HttpPolicy.parse(["svc.test"]), dns=dns)
+    assert _error_type(doc) == "HostNotAllowed"
+    assert "10.0.0.7 (private (RFC 1918))" in doc["error"][1]
+    assert connects == []
+
+
+def test_an_internal_address_allowlisted_literally_is_reached_by_name(pay: PaymentService) -> None:
+    dns = _dns(svc="127.0.0.1")
+    policy = HttpPolicy.parse(["svc.test", f"127.0.0.1:{pay.port}"])
+    doc = _call(_request(f"http://svc.test:{pay.port}/echo"), policy, dns=dns)
+    assert doc["status"] == 200
+    assert ["Host", f"svc.test:{pay.port}"] in _json(doc)["headers"]  # the name, not the address
+    assert dns.calls == ["svc.test"]
+
+
+def test_the_literal_entry_must_cover_the_port_and_every_internal_answer(
+    pay: PaymentService,
+) -> None:
+    url = f"http://svc.test:{pay.port}/status"
+    other_port = HttpPolicy.parse(["svc.test", f"127.0.0.1:{pay.port + 1}"])
+    assert _error_type(_call(_request(url), other_port, dns=_dns(svc="127.0.0.1"))) == (
+        "HostNotAllowed"
+    )
+    policy = HttpPolicy.parse(["svc.test", "127.0.0.1"])
+    doc = _call(_request(url), policy, dns=_dns(svc=["127.0.0.1", "169.254.169.254"]))
+    assert _error_type(doc) == "HostNotAllowed"
+    assert "169.254.169.254 (link-local" in doc["error"][1]
+    mapped = _call(_request(url), policy, dns=_dns(svc="::ffff:127.0.0.1"))
+    assert _error_type(mapped) == "HostNotAllowed"  # 127.0.0.1 names only the IPv4 address
+    assert pay.requests == 0
+
+
+def test_the_name_is_resolved_once_and_the_checked_answer_is_used(
+    pay: PaymentService, connects: list[Any]
+) -> None:
+    rebinding = _Dns({"svc.test": [[_GLOBAL], ["127.0.0.1"]]})  # global first, loopback after
+    url = f"http://svc.test:{pay.port}/status"
+    doc = _call(_request(url), HttpPolicy.parse(["svc.test"]), dns=rebinding)
+    assert _error_type(doc) == "ConnectionError"
+    assert rebinding.calls == ["svc.test"]
+    assert connects == [(_GLOBAL, pay.port)]
+    assert pay.requests == 0
+
+
+def test_a_rebinding_name_reaches_only_the_address_that_was_checked(pay: PaymentService) -> None:
+    rebinding = _Dns({"svc.test": [["127.0.0.1"], ["10.9.9.9"]]})
+    policy = HttpPolicy.parse(["svc.test", "127.0.0.1"])
+    doc = _call(_request(f"http://svc.test:{pay.port}/status"), policy, dns=rebinding)
+    assert doc["status"] == 200
+    assert rebinding.calls == ["svc.test"]
+
+
+def test_tls_names_the_host_while_connecting_to_the_checked_address() -> None:
+    hello = bytearray()
+
+    def record_hello(conn: socket.socket, done: threading.Event) -> None:
+        hello.extend(conn.recv(65536))  # the ClientHello; then the handshake fails
+
+    with _raw_server(record_hello) as port:
+        policy = HttpPolicy.parse(["svc.test", "127.0.0.1"])
+        doc = _call(_request(f"https://svc.test:{port}/"), policy, dns=_dns(svc="127.0.0.1"))
+    assert _error_type(doc) == "ConnectionError"
+    assert hello[:1] == b"\x16"  # a TLS handshake record reached the checked address
+    assert b"svc.test" in hello  # with the name as SNI, so the certificate is checked for it
+
+
+def test_a_redirect_to_an_internal_address_is_not_followed_and_is_refused_when_followed(
+    pay: PaymentService,
+) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as internal:  # listens; never accepts
+        location = f"http://svc.test:{internal.getsockname()[1]}/latest/meta-data"
+        policy = HttpPolicy.parse([f"127.0.0.1:{pay.port}", "svc.test"])
+        dns = _dns(svc="127.0.0.1")
+        doc = _call(_request(pay.url(f"/redirect?to={location}")), policy, dns=dns)
+        assert doc["status"] == 302
+        assert doc["headers"]["location"] == location
+        assert dns.calls == []
+        followed = _call(_request(location), policy, dns=dns)
+        assert _error_type(followed) == "HostNotAllowed"
+        assert "127.0.0.1 (loopback)" in followed["error"][1]
+        internal.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            internal.accept()  # no connection is waiting: nothing was sent there
+
+
+def test_a_name_that_does_not_resolve_is_a_connection_error() -> None:
+    doc = _call(_request("http://gone.test/"), HttpPolicy.parse(["gone.test"]), dns=_dns())
+    assert _error_type(doc) == "ConnectionError"
+    assert "cannot resolve gone.test" in doc["error"][1]
+    empty = _call(_request("http://svc.test/"), HttpPolicy.parse(["svc.test"]), dns=_dns(svc=[]))
+    assert _error_type(empty) == "ConnectionError"
+    assert "no address" in empty["error"][1]
 
 
 # --- what is sent, what comes back -------------------------------------------------------------
