@@ -62,7 +62,8 @@ AMBER_TABLES = (
     " amber_module_workflows, amber_modules, amber_workflow_ids, amber_timers,"
     " amber_signal_ids, amber_discarded, amber_query_results, amber_audit,"
     " amber_version_labels, amber_version_stats, amber_version_checks, amber_approvals,"
-    " amber_approval_tokens, amber_approval_decisions, amber_approver_roles, amber_audit_head"
+    " amber_approval_tokens, amber_approval_decisions, amber_approver_roles, amber_audit_head,"
+    " amber_principals"
 )
 """Every table but the schema's migration record: each test starts from an empty engine."""
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 from . import _approval_mapping as approval_mapping
 from . import _mapping as mapping
 from ._mapping import tenant_of
-from ._options import GRPC_OPTIONS, MAX_MESSAGE_BYTES, OPERATOR_TOKEN_HEADER
+from ._options import AUTHORIZATION_HEADER, GRPC_OPTIONS, MAX_MESSAGE_BYTES, OPERATOR_TOKEN_HEADER
 from ._status import ERROR_FIELDS_KEY, ERROR_TYPE_KEY, error_from_rpc, error_metadata, status_of
 
 __all__ = [
+    "AUTHORIZATION_HEADER",
     "ERROR_FIELDS_KEY",
     "ERROR_TYPE_KEY",
     "GRPC_OPTIONS",

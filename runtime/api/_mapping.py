@@ -25,6 +25,7 @@ from amber.history import (
     Event,
     EventType,
     FailureRecord,
+    Principal,
     Run,
     RunStatus,
     Suspension,
@@ -782,4 +783,30 @@ def status_from_pb(msg: pb.GetStatusResponse) -> ServerStatus:
             )
             for q in msg.queues
         ),
+    )
+
+
+def principal_to_pb(p: Principal) -> pb.PrincipalInfo:
+    return pb.PrincipalInfo(
+        name=p.name,
+        role=p.role,
+        tenants=list(p.tenants),
+        queues=list(p.queues),
+        created_at_ms=to_ms_or_zero(p.created_at),
+        created_by=p.created_by,
+        rotated_at_ms=to_ms_or_zero(p.rotated_at),
+        revoked_at_ms=to_ms_or_zero(p.revoked_at),
+    )
+
+
+def principal_from_pb(m: pb.PrincipalInfo) -> Principal:
+    return Principal(
+        name=m.name,
+        role=m.role,
+        tenants=tuple(m.tenants),
+        queues=tuple(m.queues),
+        created_at=from_ms(m.created_at_ms),
+        created_by=m.created_by,
+        rotated_at=from_ms_or_none(m.rotated_at_ms),
+        revoked_at=from_ms_or_none(m.revoked_at_ms),
     )

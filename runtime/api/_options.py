@@ -1,5 +1,5 @@
-"""The channel options both ends of the gRPC connection use, and the metadata key an operator
-token travels under."""
+"""The channel options both ends of the gRPC connection use, and the metadata keys an API
+credential and an operator token travel under."""
 
 from __future__ import annotations
 
@@ -13,3 +13,5 @@ GRPC_OPTIONS = [
 
 
 OPERATOR_TOKEN_HEADER = "x-amber-operator-token"
+AUTHORIZATION_HEADER = "authorization"
+"""The metadata key of the API credential: `authorization: Bearer amb_...`."""

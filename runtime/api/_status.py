@@ -37,7 +37,13 @@ from amber.abi import (
     rebuild_error,
 )
 from amber.history import WorkflowIdInUse
-from amber.runtime.model import InvalidToken, NotAuthorised, PayloadTooLarge, RemoteError
+from amber.runtime.model import (
+    InvalidToken,
+    NotAuthenticated,
+    NotAuthorised,
+    PayloadTooLarge,
+    RemoteError,
+)
 from amber.versions import LabelConflict, VersionNotFound  # noqa: F401 (registration only)
 
 ERROR_TYPE_KEY = "amber-error-type"
@@ -50,6 +56,7 @@ shared with the message)."""
 # parent's code without an edit.
 _CODES: dict[type[AmberError], grpc.StatusCode] = {
     PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    NotAuthenticated: grpc.StatusCode.UNAUTHENTICATED,
     NotAuthorised: grpc.StatusCode.PERMISSION_DENIED,
     InvalidToken: grpc.StatusCode.PERMISSION_DENIED,
     InvalidInput: grpc.StatusCode.INVALID_ARGUMENT,

@@ -1330,3 +1330,59 @@ class GetStatusResponse(_message.Message):
     workers: _containers.RepeatedCompositeFieldContainer[WorkerSeen]
     queues: _containers.RepeatedCompositeFieldContainer[QueueDepth]
     def __init__(self, version: _Optional[str] = ..., database_ok: _Optional[bool] = ..., database_detail: _Optional[str] = ..., console_url: _Optional[str] = ..., metrics_url: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerSeen, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ...) -> None: ...
+
+class PrincipalInfo(_message.Message):
+    __slots__ = ("name", "role", "tenants", "queues", "created_at_ms", "created_by", "rotated_at_ms", "revoked_at_ms")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    ROTATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    REVOKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    role: str
+    tenants: _containers.RepeatedScalarFieldContainer[str]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    created_at_ms: int
+    created_by: str
+    rotated_at_ms: int
+    revoked_at_ms: int
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., tenants: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., created_at_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., rotated_at_ms: _Optional[int] = ..., revoked_at_ms: _Optional[int] = ...) -> None: ...
+
+class ChangeCredentialRequest(_message.Message):
+    __slots__ = ("action", "name", "role", "tenants", "queues", "operator", "reason")
+    ACTION_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    TENANTS_FIELD_NUMBER: _ClassVar[int]
+    QUEUES_FIELD_NUMBER: _ClassVar[int]
+    OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    action: str
+    name: str
+    role: str
+    tenants: _containers.RepeatedScalarFieldContainer[str]
+    queues: _containers.RepeatedScalarFieldContainer[str]
+    operator: str
+    reason: str
+    def __init__(self, action: _Optional[str] = ..., name: _Optional[str] = ..., role: _Optional[str] = ..., tenants: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ChangeCredentialResponse(_message.Message):
+    __slots__ = ("principal", "token")
+    PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_FIELD_NUMBER: _ClassVar[int]
+    principal: PrincipalInfo
+    token: str
+    def __init__(self, principal: _Optional[_Union[PrincipalInfo, _Mapping]] = ..., token: _Optional[str] = ...) -> None: ...
+
+class ListCredentialsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListCredentialsResponse(_message.Message):
+    __slots__ = ("principals",)
+    PRINCIPALS_FIELD_NUMBER: _ClassVar[int]
+    principals: _containers.RepeatedCompositeFieldContainer[PrincipalInfo]
+    def __init__(self, principals: _Optional[_Iterable[_Union[PrincipalInfo, _Mapping]]] = ...) -> None: ...

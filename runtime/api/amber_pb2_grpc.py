@@ -229,6 +229,16 @@ class AmberStub:
                 request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
+        self.ChangeCredential = channel.unary_unary(
+                '/amber.v1.Amber/ChangeCredential',
+                request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ChangeCredentialRequest.SerializeToString,
+                response_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ChangeCredentialResponse.FromString,
+                _registered_method=True)
+        self.ListCredentials = channel.unary_unary(
+                '/amber.v1.Amber/ListCredentials',
+                request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ListCredentialsRequest.SerializeToString,
+                response_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ListCredentialsResponse.FromString,
+                _registered_method=True)
 
 
 class AmberServicer:
@@ -476,6 +486,19 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ChangeCredential(self, request, context):
+        """API credentials (admins only; runtime/server/_access.py has the role table).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListCredentials(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AmberServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -673,6 +696,16 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusRequest.FromString,
                     response_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusResponse.SerializeToString,
+            ),
+            'ChangeCredential': grpc.unary_unary_rpc_method_handler(
+                    servicer.ChangeCredential,
+                    request_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ChangeCredentialRequest.FromString,
+                    response_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ChangeCredentialResponse.SerializeToString,
+            ),
+            'ListCredentials': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListCredentials,
+                    request_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ListCredentialsRequest.FromString,
+                    response_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ListCredentialsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1728,6 +1761,60 @@ class Amber:
             '/amber.v1.Amber/GetStatus',
             amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusRequest.SerializeToString,
             amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ChangeCredential(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ChangeCredential',
+            amber_dot_runtime_dot_api_dot_amber__pb2.ChangeCredentialRequest.SerializeToString,
+            amber_dot_runtime_dot_api_dot_amber__pb2.ChangeCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListCredentials(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/amber.v1.Amber/ListCredentials',
+            amber_dot_runtime_dot_api_dot_amber__pb2.ListCredentialsRequest.SerializeToString,
+            amber_dot_runtime_dot_api_dot_amber__pb2.ListCredentialsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -12,10 +12,9 @@ import grpc
 import grpc.aio
 
 from amber.history import Event, Run
-from amber.runtime.api import GRPC_OPTIONS, OPERATOR_TOKEN_HEADER, error_from_rpc
+from amber.runtime.api import GRPC_OPTIONS, error_from_rpc
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.model import RunDescription, ServerStatus, StartResult
-from amber.runtime.tracing import trace_metadata
 
 from . import _calls as calls
 from ._client import DEFAULT_TARGET
@@ -28,11 +27,17 @@ class AsyncAmberClient:
     `async with AsyncAmberClient(target) as client: ...`."""
 
     def __init__(
-        self, target: str = DEFAULT_TARGET, *, timeout_s: float = 30.0, operator_token: str = ""
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout_s: float = 30.0,
+        operator_token: str = "",
+        token: str = "",
     ) -> None:
+        """`token`: the API credential (see `AmberClient`)."""
         self.target = target
         self._timeout = timeout_s
-        self._operator_token = operator_token
+        self._credentials = calls.Credentials(token=token, operator_token=operator_token)
         self._channel = grpc.aio.insecure_channel(target, options=GRPC_OPTIONS)
         self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
 
@@ -55,9 +60,7 @@ class AsyncAmberClient:
             raise TimeoutError(f"no Amber server at {self.target} after {timeout_s} s") from None
 
     async def _run(self, call: calls.Call[T]) -> T:
-        metadata = trace_metadata()
-        if call.operator and self._operator_token:
-            metadata += ((OPERATOR_TOKEN_HEADER, self._operator_token),)
+        metadata = self._credentials.metadata(operator=call.operator)
         rpc = getattr(self._stub, call.method)
         try:
             answer = await rpc(call.request, timeout=self._timeout + call.wait_s, metadata=metadata)

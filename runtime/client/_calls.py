@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from amber.abi import pack, unpack
 from amber.history import Event, Run, RunStatus
+from amber.runtime.api import AUTHORIZATION_HEADER, OPERATOR_TOKEN_HEADER
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import mapping as m
 from amber.runtime.model import (
@@ -24,6 +25,7 @@ from amber.runtime.model import (
     ServerStatus,
     StartResult,
 )
+from amber.runtime.tracing import trace_metadata
 
 T = TypeVar("T")
 
@@ -49,6 +51,26 @@ class Call(Generic[T]):
     """How long the server may hold the call (added to the client's timeout)."""
     operator: bool = False
     """Send the operator token."""
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What a client sends to prove who it is."""
+
+    token: str = ""
+    """The API credential (`amber auth grant`), sent with every call to a server that checks
+    them (`authorization: Bearer ...`)."""
+    operator_token: str = ""
+    """Sent with operator commands to a server with an operator token file."""
+
+    def metadata(self, *, operator: bool) -> tuple[tuple[str, str], ...]:
+        """The call's metadata: the caller's trace context, and the credentials."""
+        metadata = trace_metadata()  # the caller's trace continues on the server
+        if self.token:
+            metadata += ((AUTHORIZATION_HEADER, f"Bearer {self.token}"),)
+        if operator and self.operator_token:
+            metadata += ((OPERATOR_TOKEN_HEADER, self.operator_token),)
+        return metadata
 
 
 def start_run(

@@ -8,11 +8,18 @@ from typing import Any, TypeVar
 import grpc
 
 from amber.abi import ActivityOutcome, ErrorInfo
-from amber.history import Approval, AuditEntry, AuditVerification, Event, Run, Troubled
+from amber.history import (
+    Approval,
+    AuditEntry,
+    AuditVerification,
+    Event,
+    Principal,
+    Run,
+    Troubled,
+)
 from amber.runtime.api import (
     GRPC_OPTIONS,
     MAX_MESSAGE_BYTES,
-    OPERATOR_TOKEN_HEADER,
     error_from_rpc,
 )
 from amber.runtime.api import amber_pb2 as pb
@@ -37,7 +44,6 @@ from amber.runtime.model import (
     WorkflowCompletion,
     from_ms,
 )
-from amber.runtime.tracing import trace_metadata
 from amber.versions import ModuleVersion, TypeStatus, UploadResult
 
 from . import _calls as calls
@@ -54,12 +60,18 @@ class AmberClient:
     """A connection to one Amber server. Thread-safe. Errors come back as Amber's typed errors."""
 
     def __init__(
-        self, target: str = DEFAULT_TARGET, *, timeout_s: float = 30.0, operator_token: str = ""
+        self,
+        target: str = DEFAULT_TARGET,
+        *,
+        timeout_s: float = 30.0,
+        operator_token: str = "",
+        token: str = "",
     ) -> None:
+        """`token`: the API credential, for a server that checks them (`amber auth grant`);
+        `operator_token`: sent with operator commands to a server with an operator token file."""
         self.target = target
         self._timeout = timeout_s
-        self._operator_token = operator_token
-        """Sent with operator commands (triage) to a server that checks operator tokens."""
+        self._credentials = calls.Credentials(token=token, operator_token=operator_token)
         self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
         self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
 
@@ -80,9 +92,7 @@ class AmberClient:
         extra_timeout_s: float = 0.0,
         operator: bool = False,
     ) -> T:
-        metadata = trace_metadata()  # the caller's trace continues on the server
-        if operator and self._operator_token:
-            metadata += ((OPERATOR_TOKEN_HEADER, self._operator_token),)
+        metadata = self._credentials.metadata(operator=operator)
         try:
             return rpc(request, timeout=self._timeout + extra_timeout_s, metadata=metadata)
         except grpc.RpcError as exc:
@@ -518,6 +528,36 @@ class AmberClient:
     ) -> list[AuditEntry]:
         request = pb.ListAuditRequest(target=target, limit=limit, after_seq=after_seq)
         return [m.audit_from_pb(r) for r in self._call(self._stub.ListAudit, request).records]
+
+    # -- credentials (admins) ----------------------------------------------------------------
+
+    def change_credential(
+        self,
+        action: str,
+        name: str,
+        *,
+        role: str = "",
+        tenants: Sequence[str] = (),
+        queues: Sequence[str] = (),
+        reason: str,
+    ) -> tuple[Principal, str]:
+        """Grant, rotate or revoke a principal's API credential (audited under the calling
+        admin); returns the principal and, for grant and rotate, its new token (shown once)."""
+        request = pb.ChangeCredentialRequest(
+            action=action,
+            name=name,
+            role=role,
+            tenants=list(tenants),
+            queues=list(queues),
+            reason=reason,
+        )
+        response = self._call(self._stub.ChangeCredential, request)
+        return m.principal_from_pb(response.principal), response.token
+
+    def list_credentials(self) -> list[Principal]:
+        """Every principal, live and revoked (never a token)."""
+        response = self._call(self._stub.ListCredentials, pb.ListCredentialsRequest())
+        return [m.principal_from_pb(p) for p in response.principals]
 
     def get_module(self, digest: str) -> bytes:
         response = self._call(self._stub.GetModule, pb.GetModuleRequest(digest=digest))

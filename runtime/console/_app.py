@@ -87,7 +87,7 @@ class Console:
     def login_link(self, base_url: str) -> str | None:
         """A single-use login link (operator `dev`) under `base_url`, or None when the server
         has an operator token file (then operators log in with their tokens)."""
-        if self.gate.operators.tokens_required:
+        if not self.gate.operators.links_allowed:
             return None
         return f"{base_url.rstrip('/')}/login/{quote(self.links.mint(), safe='')}"
 

@@ -13,7 +13,8 @@
 - **Login links** (`/login/<secret>`, for `amber dev`): 256 random bits, only their sha256 kept
   in this process, single use, expiring after `LOGIN_LINK_TTL`; opening one logs the browser in
   as operator `dev`. They are refused when the server has a token file: a link must not be a way
-  around the tokens.
+  around the tokens. A server that checks API credentials (`amber dev`) hands them out only
+  through `amber status`, to a caller with an operator credential.
 
 Rejected: HTTP basic auth (the browser resends the token with every request and cannot log out);
 keeping the token in the session (the cookie is signed, not encrypted); a login link that works
@@ -49,6 +50,7 @@ DEV_OPERATOR: Final = "dev"
 """The operator a login link logs in as."""
 _NAME: Final = re.compile(r"[A-Za-z0-9_.@\-]{1,128}")
 _OPERATOR, _KEY, _SINCE = "console_operator", "console_token_sha256", "console_since"
+_LINK = "console_by_link"
 
 LOGIN_PAGE: Final = """{% extends "console/layout.html" %}
 {% block title %}Log in{% endblock %}
@@ -124,7 +126,8 @@ class Gate:
         if not 0 <= age <= SESSION_LIFETIME.total_seconds():
             return None
         holder_of = self.operators.holder_of
-        if holder_of is not None and holder_of(str(session.get(_KEY, ""))) != name:
+        by_link = session.get(_LINK) is True  # a link handed out to an authenticated operator
+        if holder_of is not None and not by_link and holder_of(str(session.get(_KEY, ""))) != name:
             return None
         return name
 
@@ -138,11 +141,13 @@ class Gate:
             raise NotAuthorised("log in to the console first: actions are recorded under your name")
         return name
 
-    def log_in(self, name: str, token: str) -> None:
+    def log_in(self, name: str, token: str, *, by_link: bool = False) -> None:
         session.clear()  # a fresh session (and CSRF token) for the new identity
         session[_OPERATOR] = name
         session[_SINCE] = self._clock.now().timestamp()
-        if self.operators.tokens_required:
+        if by_link:
+            session[_LINK] = True
+        elif self.operators.tokens_required:
             session[_KEY] = token_sha256(token)
 
     def check_login(self, token: str, name: str) -> str:
@@ -194,14 +199,14 @@ def register(bp: Blueprint, gate: Gate, links: LoginLinks) -> None:
 
     @bp.get("/login/<secret>")
     def login_link(secret: str) -> Response | tuple[str, int]:
-        if gate.operators.tokens_required or not links.redeem(secret):
+        if not gate.operators.links_allowed or not links.redeem(secret):
             return error_page(
                 403,
                 "Link not valid",
                 "This login link is invalid, already used or expired. Log in with the form.",
                 login=True,
             )
-        gate.log_in(DEV_OPERATOR, "")
+        gate.log_in(DEV_OPERATOR, "", by_link=True)
         return redirect(url_for("console.home"), code=303)
 
     @bp.post("/logout")

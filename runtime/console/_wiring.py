@@ -43,6 +43,15 @@ class ConsoleOperators:
     for a token the file does not list (any more). None when there is no file: operators then
     name themselves, as they do with the CLI."""
 
+    login_links: bool | None = None
+    """Whether single-use login links (`amber dev`) log in; None: only without tokens. A server
+    that checks API credentials still hands links out, but only through `amber status`, which
+    needs an operator credential."""
+
+    @property
+    def links_allowed(self) -> bool:
+        return not self.tokens_required if self.login_links is None else self.login_links
+
     @property
     def tokens_required(self) -> bool:
         """Whether the server has an operator token file (then every console page needs a

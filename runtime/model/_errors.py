@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amber.abi import AmberError, Conflict, InvalidInput, RetryableError
+from amber.abi import AmberError, Conflict, InvalidInput, NotFound, RetryableError
 
 
 class PayloadTooLarge(InvalidInput):
@@ -15,6 +15,15 @@ class CorruptHistory(AmberError):
 
 class NotAuthorised(AmberError):
     """The caller may not run this command (an operator command without a valid token)."""
+
+
+class NotAuthenticated(NotAuthorised):
+    """The server checks credentials and the call carried none it knows (missing, unknown,
+    rotated away or revoked)."""
+
+
+class PrincipalNotFound(NotFound):
+    """No live principal (API credential holder) has that name."""
 
 
 class RunClosed(Conflict):

@@ -1,9 +1,12 @@
-"""What wraps every RPC the server answers: the database gate, a span, and the timing.
+"""What wraps every RPC the server answers: the database gate, the access check, a span, and
+the timing.
 
 - **Gate**: while the database probe says PostgreSQL is down, a call that needs it fails at once
   with `StoreUnavailable` ("database unavailable …; nothing was written, retrying with the same
   request id is safe") instead of waiting out the connection pool and the client's deadline.
   The health service is never gated.
+- **Access** (when the server checks credentials): the bearer token is authenticated and the
+  method and tenant authorised (`_access`) before the servicer sees the call.
 - **Span**: each call is a server span, a child of the caller's trace context when the metadata
   carries one (`traceparent`), with the method and status code.
 - **Timing**: seconds by method and status code, for the metrics.
@@ -20,12 +23,15 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
+from amber.abi import AmberError
 from amber.history import StoreUnavailable
 from amber.runtime.api import error_metadata, status_of
 from amber.runtime.tracing import context_from_metadata
 
 RpcObserver = Callable[[str, str, float], None]
 """Told each call's method name, status code name and seconds."""
+Access = Callable[[str, Any, Any], object]
+"""Given the method, the call's metadata and the request: raises an `AmberError` to refuse."""
 
 UNGATED_PREFIX = "/grpc.health.v1.Health/"
 
@@ -38,12 +44,14 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
         observe: RpcObserver,
         database_down: Callable[[], str | None],
         spans: trace.Tracer | None,
+        access: Access | None = None,
     ) -> None:
         """`database_down()`: why the database is unreachable, or None; `spans`: the tracer for
-        server spans (None: no spans)."""
+        server spans (None: no spans); `access`: the access check (None: every call admitted)."""
         self._observe = observe
         self._down = database_down
         self._spans = spans
+        self._access = access
 
     def intercept_service(
         self,
@@ -58,6 +66,7 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
         gated = not full.startswith(UNGATED_PREFIX)
         metadata = handler_call_details.invocation_metadata
         inner, observe, down, spans = handler.unary_unary, self._observe, self._down, self._spans
+        access = self._access if gated else None
 
         def call(request: Any, context: grpc.ServicerContext) -> Any:
             if gated:
@@ -69,6 +78,12 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
                     )
                     context.set_trailing_metadata(error_metadata(exc))
                     context.abort(status_of(exc), str(exc))
+            if access is not None:
+                try:
+                    access(method, metadata, request)
+                except AmberError as refused:
+                    context.set_trailing_metadata(error_metadata(refused))
+                    context.abort(status_of(refused), str(refused))
             return inner(request, context)
 
         def framed(request: Any, context: grpc.ServicerContext) -> Any:

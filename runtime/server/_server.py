@@ -28,6 +28,7 @@ from amber.runtime.model import Clock, EngineSettings, SystemClock
 from amber.runtime.sandbox import check_capabilities
 from amber.runtime.services import (
     AuditService,
+    CredentialService,
     HealthCounter,
     Lifecycle,
     MigrationService,
@@ -39,6 +40,7 @@ from amber.runtime.services import (
 )
 from amber.runtime.tracing import exporting, tracer
 
+from ._access import AccessCheck
 from ._observed import RpcFrame
 from ._operators import Operators
 from ._servicer import AmberServicer
@@ -125,12 +127,15 @@ class AmberServer:
         approval_page: ApprovalPageOptions | None = None,
         ops_listen: OpsListen | None = None,
         status_login_links: bool = False,
+        check_credentials: bool = False,
     ) -> None:
         """`approval_sink` delivers approval tokens to approvers (without one, operators mint
         them with `amber approvals issue`); `approval_page` serves the approvers' HTTP page;
         `status_login_links` (`amber dev`): `amber status` shows a fresh single-use console
         login link rather than the console's address; `ops_listen` serves `/metrics`,
-        `/healthz` and `/readyz`."""
+        `/healthz` and `/readyz`; `check_credentials`: every RPC needs a bearer token whose
+        principal's role and tenants allow the call (`_access`), and the console takes API
+        credentials (without it, anyone who reaches the port may call anything)."""
         self.db = db
         self.clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
@@ -156,6 +161,8 @@ class AmberServer:
             link_base=lambda: self.approval_link_base,
         )
         self.audit = AuditService(db)
+        self.credentials = CredentialService(db, self.clock)
+        self.checks_credentials = check_credentials
         self.approval_link_base = ""
         """Where the approval page is served (set when it starts), for the links in tokens."""
         self.approval_page = (
@@ -186,7 +193,7 @@ class AmberServer:
         self.console = (
             None
             if approval_page is None or self.approval_page is None or not approval_page.console
-            else self._console(operators)
+            else self._console(operators, status_login_links)
         )
         """The operators' console, mounted on the approval page's app (None without a page)."""
         self.console_url = ""
@@ -202,7 +209,20 @@ class AmberServer:
             # Exclusive bind: with gRPC's default SO_REUSEPORT a second server on a used port
             # starts "fine" and calls land on either at random.
             options=[*GRPC_OPTIONS, ("grpc.so_reuseport", 0)],
-            interceptors=[RpcFrame(self.metrics.rpc, lambda: self.database_down, spans)],
+            interceptors=[
+                RpcFrame(
+                    self.metrics.rpc,
+                    lambda: self.database_down,
+                    spans,
+                    AccessCheck(
+                        self.credentials.authenticate,
+                        self.settings.default_queue,
+                        self.tasks.lease_holder,
+                    )
+                    if check_credentials
+                    else None,
+                )
+            ],
         )
         self.health_service = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health_service, self._grpc)
@@ -220,6 +240,8 @@ class AmberServer:
             self.approvals,
             self.audit,
             self.status_board,
+            self.credentials,
+            check_credentials,
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen
@@ -253,7 +275,7 @@ class AmberServer:
         self.ops: OpsEndpoint | None = None
         """The operations endpoint, once started (with `ops_listen`)."""
 
-    def _console(self, operators: Operators) -> Console:
+    def _console(self, operators: Operators, login_links: bool) -> Console:
         assert self.approval_page is not None
         console = Console(
             ConsoleServices(
@@ -267,6 +289,12 @@ class AmberServer:
                 clock=self.clock,
             ),
             ConsoleOperators(
+                authorise=self.credentials.operator_of,
+                holder_of=self.credentials.holder_of,
+                login_links=login_links,
+            )
+            if self.checks_credentials
+            else ConsoleOperators(
                 authorise=operators.authorise,
                 holder_of=None if operators.by_hash is None else operators.by_hash.get,
             ),

@@ -21,6 +21,7 @@ from amber.runtime.model import Clock, SignalRequest, StartRequest, to_ms
 from amber.runtime.services import (
     AuditService,
     Claim,
+    CredentialService,
     MigrationService,
     Notifier,
     RunService,
@@ -32,6 +33,7 @@ from amber.versions import Rollout, VersionRegistry
 
 from ._approval_rpc import ApprovalRpcs
 from ._audit_rpc import AuditRpcs
+from ._auth_rpc import AuthRpcs
 from ._operators import Operators
 from ._rpc import rpc as _rpc
 from ._status import StatusBoard
@@ -50,7 +52,7 @@ def _wait_s(ms: int, cap: float) -> float:
     return min(ms / 1000, cap)
 
 
-class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
+class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.AmberServicer):
     def __init__(
         self,
         runs: RunService,
@@ -66,10 +68,13 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, pb_grpc.AmberServicer):
         approvals: ApprovalService,
         audit: AuditService,
         board: StatusBoard,
+        credentials: CredentialService,
+        checks_credentials: bool,
     ) -> None:
         TriageRpcs.__init__(self, triage, operators)
         ApprovalRpcs.__init__(self, approvals, operators)
         AuditRpcs.__init__(self, audit)
+        AuthRpcs.__init__(self, credentials, checking=checks_credentials)
         self._runs = runs
         self._tasks = tasks
         self._registry = registry

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ._approvals import resolve_approval_txn
 from ._audit import MAX_AUDIT_PAGE, AuditService
+from ._credentials import ROLES, TOKEN_PREFIX, CredentialService, Issued, credential_hash
 from ._lifecycle import Lifecycle, RunSpec, RunWatch, Wake
 from ._migration import MigrationService
 from ._notify import Notifier, poke
@@ -21,9 +22,13 @@ from ._triage import TriageService
 
 __all__ = [
     "MAX_AUDIT_PAGE",
+    "ROLES",
+    "TOKEN_PREFIX",
     "AuditService",
     "Claim",
+    "CredentialService",
     "HealthCounter",
+    "Issued",
     "Lifecycle",
     "MigrationService",
     "Notifier",
@@ -34,6 +39,7 @@ __all__ = [
     "TimerService",
     "TriageService",
     "Wake",
+    "credential_hash",
     "fingerprint",
     "poke",
     "resolve_approval_txn",

@@ -552,6 +552,19 @@ class TaskService:
         )
         return len(handled)
 
+    def lease_holder(self, task_id: int) -> str | None:
+        """The worker holding `task_id`'s lease, or None when it is not leased (any more)."""
+
+        def txn(cur: Cursor) -> str | None:
+            cur.execute(
+                "SELECT lease_owner FROM amber_tasks WHERE task_id = %s AND state = 'leased'",
+                (task_id,),
+            )
+            row = cur.fetchone()
+            return None if row is None else row[0]
+
+        return self._db.run(txn)
+
     def release_leases_of(self, worker: str) -> int:
         """Treat every task leased to `worker` as one failed attempt ("worker lost") now,
         without waiting for the leases to run out: a worker restarting under a stable id says

@@ -1,0 +1,144 @@
+"""Who may call which RPC: the role table, and the check every call passes when the server
+checks credentials (`amber server --auth`, `amber dev`).
+
+| role | may call |
+|---|---|
+| application | start, signal, query, describe, history, result and list runs — in its tenants |
+| operator | the application's calls, cancel, terminate and reset, triage, approvals admin and roles
+  — in its tenants; versions, rollout, migration, the audit log and status — only when bound to
+  every tenant (`*`), since versions and the audit log are shared by all tenants |
+| worker | poll (only the queues it is bound to), complete, fail, heartbeat, answer queries,
+  release leases, fetch modules |
+| admin | everything, and `amber auth` (grant, rotate, revoke and list credentials) |
+
+Deciding an approval needs no credential: the single-use approval token is the credential (an
+approver has a link, not an API account). A method missing from the table is admin-only, so a
+new RPC is closed until someone decides who may call it.
+
+Tenant: a request with a `tenant` field acts in that tenant (empty: `default`), which must be
+one of the principal's; a request without one touches every tenant and needs `*`. The name an
+audited command records is the principal's: the `operator` field is set from it (a different
+name claimed in the request is refused). A worker's id is prefixed with its principal's name
+(`fleet/w-1`), so leases are held per principal: a worker credential cannot report, heartbeat or
+release another fleet's tasks (checked against the lease's holder), nor take a next task from a
+queue it is not bound to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from amber.history import ALL, LeaseLost, Principal
+from amber.runtime.api import AUTHORIZATION_HEADER
+from amber.runtime.model import DEFAULT_TENANT, NotAuthenticated, NotAuthorised
+
+_APPLICATION: Final = frozenset(
+    {"StartRun", "SignalRun", "QueryRun", "DescribeRun", "GetHistory", "GetResult", "ListRuns"}
+)
+_OPERATOR: Final = _APPLICATION | {
+    "CancelRun", "TerminateRun", "ResetRun",
+    "UploadVersion", "ListVersions", "GetVersion", "GetModule", "LabelVersion", "ChangeRollout",
+    "GetRollout", "RetireVersion", "CheckVersion", "MigrateRuns",
+    "ListTroubled", "ExportRun", "Triage",
+    "ListApprovals", "GetApproval", "IssueApprovalToken", "RevokeApprovalTokens",
+    "ChangeApproverRole", "ListApproverRoles",
+    "VerifyAudit", "ListAudit", "GetStatus",
+}  # fmt: skip
+_WORKER: Final = frozenset(
+    {"PollTask", "CompleteTask", "FailTask", "Heartbeat", "CompleteQuery", "ReleaseLeases",
+     "GetModule"}
+)  # fmt: skip
+_LEASE_METHODS: Final = frozenset({"CompleteTask", "FailTask", "Heartbeat", "CompleteQuery"})
+OPEN_METHODS: Final = frozenset({"DecideApproval"})
+"""Callable without a credential (the request carries its own)."""
+ROLE_METHODS: Final[dict[str, frozenset[str]]] = {
+    "application": _APPLICATION,
+    "operator": _OPERATOR,
+    "worker": _WORKER,
+}
+"""What each role may call; an admin may call everything."""
+
+Authenticate = Callable[[str], Principal | None]
+
+
+class AccessCheck:
+    """Authenticates a call's bearer token and authorises its method and tenant."""
+
+    def __init__(
+        self,
+        authenticate: Authenticate,
+        default_queue: str,
+        lease_holder: Callable[[int], str | None],
+    ) -> None:
+        """`lease_holder(task_id)`: the worker id holding that task's lease, or None."""
+        self._authenticate = authenticate
+        self._default_queue = default_queue
+        self._lease_holder = lease_holder
+
+    def __call__(
+        self, method: str, metadata: Sequence[tuple[str, Any]] | None, request: Any
+    ) -> Principal | None:
+        """The caller (None for an open method called without a credential), or raises
+        `NotAuthenticated` / `NotAuthorised`. May set the request's `operator` field."""
+        token = _bearer(metadata)
+        if not token:
+            if method in OPEN_METHODS:
+                return None
+            raise NotAuthenticated(
+                f"{method} needs a credential on this server: set AMBER_TOKEN (amber auth grant)"
+            )
+        principal = self._authenticate(token)
+        if principal is None:
+            raise NotAuthenticated("unknown, rotated or revoked credential")
+        if method in OPEN_METHODS:
+            return principal
+        self._authorise(principal, method, request)
+        return principal
+
+    def _authorise(self, p: Principal, method: str, request: Any) -> None:
+        if p.role != "admin" and method not in ROLE_METHODS.get(p.role, frozenset()):
+            raise NotAuthorised(f"{p.name} ({p.role}) may not call {method}")
+        fields = request.DESCRIPTOR.fields_by_name
+        if method == "PollTask":
+            self._serves(p, request.queue)
+        if method in ("CompleteTask", "FailTask") and request.want_next:
+            self._serves(p, request.next_queue)
+        if "worker_id" in fields and request.worker_id:
+            # Leases are held under the principal's name: another fleet's report, heartbeat or
+            # release names a different holder and is refused as a lost lease.
+            request.worker_id = f"{p.name}/{request.worker_id}"
+        if method in _LEASE_METHODS:
+            # A lease is named by its task id and fencing token, which are not secrets: the
+            # report must also come from the principal that holds it.
+            holder = self._lease_holder(request.task_id)
+            if holder is not None and holder != request.worker_id:
+                raise LeaseLost(request.task_id, request.fencing)
+        if "tenant" in fields:
+            tenant = request.tenant or DEFAULT_TENANT
+            if not p.in_tenant(tenant):
+                raise NotAuthorised(f"{p.name} may not act in tenant {tenant!r}")
+        elif p.role != "worker" and ALL not in p.tenants:
+            raise NotAuthorised(
+                f"{method} touches every tenant: {p.name} is bound to"
+                f" {', '.join(p.tenants)} (grant it --tenant '*')"
+            )
+        if "operator" in fields:
+            if request.operator and request.operator != p.name:
+                raise NotAuthorised(
+                    f"the credential belongs to {p.name!r}, not {request.operator!r}"
+                )
+            request.operator = p.name
+
+    def _serves(self, p: Principal, queue: str) -> None:
+        if not p.serves(queue or self._default_queue):
+            raise NotAuthorised(f"{p.name} may not serve queue {queue or self._default_queue!r}")
+
+
+def _bearer(metadata: Sequence[tuple[str, Any]] | None) -> str:
+    for key, value in metadata or ():
+        if key == AUTHORIZATION_HEADER:
+            text = value.decode() if isinstance(value, bytes) else str(value)
+            scheme, _, token = text.partition(" ")
+            return token.strip() if scheme.lower() == "bearer" else ""
+    return ""
