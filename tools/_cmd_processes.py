@@ -37,6 +37,18 @@ def register(
         metavar="HOST:PORT",
         help="serve /metrics (Prometheus), /healthz and /readyz (the database answers) here",
     )
+    access = p.add_mutually_exclusive_group()
+    access.add_argument(
+        "--auth",
+        action="store_true",
+        help="check API credentials on every call and page (amber auth); needed beyond loopback",
+    )
+    access.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve beyond loopback without checking credentials (anyone reaching the port may"
+        " do anything; logged loudly)",
+    )
     p.set_defaults(local=serve)
 
     p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")

@@ -32,12 +32,15 @@ from amber.surgical_pool import SurgicalWorker
 
 from . import _output as out
 from ._build import build_module
+from ._operator import TOKEN_FILE, save_token
 from ._processes import on_signals, worker_ready
 
 DEV_APPROVAL_PORT = 7234
 DEV_METRICS_PORT = 7235
 """The server's /metrics, /healthz and /readyz under `amber dev` (a free port if taken)."""
 """Where `amber dev` serves the approval page (the same port every start, when free)."""
+WORKER_TOKEN_FILE = "worker-token"
+"""The dev workers' credential, beside the admin's `token` under the home."""
 SAMPLE_SOURCE = Path(abi.__file__).resolve().parent / "samples" / "orders.c"
 DEMO_INPUT = {"order_id": "A-1001", "sku": "BOOK-42", "quantity": 2, "amount_cents": 3998}
 
@@ -62,10 +65,16 @@ def dev(args: argparse.Namespace) -> int:
         ),
         ops_listen=OpsListen(port=DEV_METRICS_PORT, any_port_if_taken=True),
         status_login_links=True,  # `amber status` hands out a console link that logs in
+        check_credentials=True,
     )
     port = server.start()
+    admin = _credential(server, home, "dev", "admin", TOKEN_FILE)
+    worker_token = _credential(server, home, "dev-worker", "worker", WORKER_TOKEN_FILE)
     target = f"127.0.0.1:{port}"
     print(f"[dev] server listening on {target}", flush=True)
+    print(
+        f"[dev] credentials checked; the CLI uses admin 'dev' from {home / TOKEN_FILE}", flush=True
+    )
     print(f"[dev] approval page on {server.approval_link_base}", flush=True)
     if server.console_url:
         # A single-use login link (operator "dev") when operators name themselves; with an
@@ -74,17 +83,20 @@ def dev(args: argparse.Namespace) -> int:
         print(f"[dev] console on {login or server.console_url}", flush=True)
     if server.ops is not None:
         print(f"[dev] server metrics on {server.ops.url}/metrics", flush=True)
-    client = AmberClient(target)
+    client = AmberClient(target, token=admin)
+    workers = AmberClient(target, token=worker_token)
     engine = SandboxEngine(home / "artifacts")
     worker = Worker(
-        client, Sandbox(engine, SystemClock(), client.get_module), WorkerSettings(poll_wait_s=1.0)
+        workers,
+        Sandbox(engine, SystemClock(), workers.get_module),
+        WorkerSettings(poll_wait_s=1.0),
     )
     worker_thread = threading.Thread(target=worker.run, name="amber-dev-worker", daemon=True)
     worker_thread.start()
-    worker_ops = OpsEndpoint(worker.metrics.registry, lambda: worker_ready(client), OpsListen())
+    worker_ops = OpsEndpoint(worker.metrics.registry, lambda: worker_ready(workers), OpsListen())
     worker_ops.start()
     print(f"[dev] worker started (metrics on {worker_ops.url}/metrics)", flush=True)
-    surgeon = None if args.once else _surgical_worker(client, home)
+    surgeon = None if args.once else _surgical_worker(workers, home)
     status = 0
     try:
         if not args.no_demo:
@@ -107,6 +119,24 @@ def dev(args: argparse.Namespace) -> int:
         engine.close()
         db.close()
     return status
+
+
+def _credential(server: AmberServer, home: Path, name: str, role: str, file: str) -> str:
+    """The token of dev's principal `name`: the one saved under `home` while it still works,
+    else a new grant (audited) saved there, readable by this user only."""
+    path = home / file
+    try:
+        token = path.read_text().strip()
+    except OSError:
+        token = ""
+    known = server.credentials.authenticate(token) if token else None
+    if known is not None and known.name == name and known.role == role:
+        return token
+    issued = server.credentials.grant(
+        name, role, by="amber dev", reason="local credentials of amber dev"
+    )
+    save_token(home, issued.token, file)
+    return issued.token
 
 
 def _surgical_worker(client: AmberClient, home: Path) -> SurgicalWorker:

@@ -1,10 +1,11 @@
-"""Who the CLI says runs an operator command."""
+"""Who the CLI says it is: the API credential it sends, and the operator it names."""
 
 from __future__ import annotations
 
 import argparse
 import getpass
 import os
+from pathlib import Path
 
 OPERATOR_TOKEN_ENV = "AMBER_OPERATOR_TOKEN"
 
@@ -15,8 +16,45 @@ def operator_token() -> str:
 
 
 def operator_name(args: argparse.Namespace) -> str:
-    """`--operator`, else: with a token nothing (the server takes the name from the token),
-    without one the user name."""
-    if operator_token():
+    """`--operator`, else: with a token (an API credential or an operator token) nothing (the
+    server takes the name from the token), without one the user name."""
+    if operator_token() or api_token():
         return str(getattr(args, "operator", None) or "")
     return str(getattr(args, "operator", None) or getpass.getuser())
+
+
+TOKEN_ENV = "AMBER_TOKEN"
+TOKEN_FILE = "token"
+"""Where `amber dev` keeps its admin credential, under its home (mode 0600)."""
+
+
+def token_files() -> list[Path]:
+    """Where the CLI looks for a credential when `$AMBER_TOKEN` is not set, in order:
+    `$AMBER_HOME/token`, `./.amber/token` (`amber dev`'s default home), `~/.amber/token`."""
+    homes = [os.environ.get("AMBER_HOME", ""), ".amber", str(Path.home() / ".amber")]
+    return [Path(home) / TOKEN_FILE for home in dict.fromkeys(h for h in homes if h)]
+
+
+def api_token() -> str:
+    """The API credential the CLI sends (`$AMBER_TOKEN`, else the first token file found);
+    "" when there is none (a server that checks credentials then refuses the call)."""
+    token = os.environ.get(TOKEN_ENV, "").strip()
+    if token:
+        return token
+    for path in token_files():
+        try:
+            return path.read_text().strip()
+        except OSError:
+            continue
+    return ""
+
+
+def save_token(home: Path, token: str, file: str = TOKEN_FILE) -> Path:
+    """Write `token` to `home/file`, readable by this user only."""
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / file
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.chmod(path, 0o600)
+    return path

@@ -7,6 +7,7 @@ imports this module only when one of them runs.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import secrets
@@ -28,7 +29,10 @@ from amber.runtime.sandbox import ParallelSandbox, SandboxEngine, SandboxLimits,
 from amber.runtime.server import AmberServer, ApprovalPageOptions
 from amber.runtime.worker import Budgets, Worker, WorkerSettings, configure_tracing
 
+from ._operator import api_token
+
 APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
+_log = logging.getLogger("amber.server")
 
 
 def on_signals(stop: threading.Event) -> None:
@@ -100,9 +104,11 @@ def worker_ready(client: AmberClient) -> tuple[bool, str]:
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     configure_tracing("amber-server")  # spans per RPC and transaction when exporting
+    check_credentials = _access(args)
     db = Database(resolve_database_url(), max_size=args.db_pool).open()
     server = AmberServer(
         db,
+        check_credentials=check_credentials,
         listen=args.listen,
         settings=engine_settings(args),
         approval_sink=_approval_sink(),
@@ -129,6 +135,39 @@ def serve(args: argparse.Namespace) -> int:
     server.stop()
     db.close()
     return 0
+
+
+def _access(args: argparse.Namespace) -> bool:
+    """Whether the server checks credentials: `--auth`; never with `--insecure`; without either,
+    not on loopback (with a line saying so) and a refusal to start beyond it."""
+    exposed = [a for a in (args.listen, args.approvals_listen) if a and not is_loopback(a)]
+    if args.auth:
+        return True
+    if args.insecure:
+        _log.warning(
+            "INSECURE: credentials are not checked (--insecure); anyone who reaches %s may start,"
+            " read, change and approve anything",
+            ", ".join(exposed) or args.listen,
+        )
+        return False
+    if exposed:
+        raise InvalidInput(
+            f"{exposed[0]} is reachable beyond this machine: start with --auth (credentials from"
+            " `amber auth`), or knowingly with --insecure"
+        )
+    _log.info("credentials are not checked (loopback only; --auth to check them)")
+    return False
+
+
+def is_loopback(listen: str) -> bool:
+    """Whether HOST:PORT listens on this machine only (127.0.0.0/8, ::1, localhost)."""
+    host = listen.rsplit(":", 1)[0].strip("[]") if ":" in listen else listen
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name, 0.0.0.0 and :: count as reachable
 
 
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
@@ -174,7 +213,7 @@ def work(args: argparse.Namespace) -> int:
     _be_nice(args.nice, surgical=surgical)
     traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
     configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
-    client = AmberClient(args.server)
+    client = AmberClient(args.server, token=api_token())
     try:
         client.wait_ready(timeout_s=args.connect_timeout)
     except TimeoutError as exc:

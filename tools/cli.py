@@ -26,6 +26,7 @@ from amber.abi import AmberError
 from . import (
     _cmd_approvals,
     _cmd_audit,
+    _cmd_auth,
     _cmd_bench,
     _cmd_build,
     _cmd_dev,
@@ -36,7 +37,7 @@ from . import (
     _cmd_versions,
 )
 from ._build import BuildError
-from ._operator import operator_token
+from ._operator import api_token, operator_token
 
 SERVER_ENV = "AMBER_SERVER"
 DEFAULT_PORT = 7233
@@ -57,6 +58,7 @@ _GROUPS: Final[Sequence[_Register]] = (
     _cmd_triage.register,  # triage ...
     _cmd_approvals.register,  # approvals ..., approvers ...
     _cmd_audit.register,  # audit ...
+    _cmd_auth.register,  # auth ...
 )
 """The verb groups, in the order `amber --help` lists them."""
 
@@ -139,8 +141,7 @@ def _run(args: argparse.Namespace) -> int:
             return local(args)
         from amber.runtime.client import AmberClient
 
-        token = operator_token()
-        with AmberClient(args.server, operator_token=token) as client:
+        with AmberClient(args.server, operator_token=operator_token(), token=api_token()) as client:
             return int(args.remote(client, args))
     except (AmberError, BuildError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         _error(args, exc)

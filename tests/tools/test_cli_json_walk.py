@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from amber.history import EventType
+from amber.runtime.client import AmberClient
 from amber.runtime.model._settings import EngineSettings, PoisonPolicy
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.worker._worker import Worker, WorkerSettings
@@ -142,6 +143,14 @@ WALK: dict[Command, Step] = {
     ("audit", "anchor"): Step(args=("audit", "anchor", "--to", "{tmp}/anchors.jsonl")),
     ("audit", "head"): Step(args=("audit", "head")),
     ("audit", "list"): Step(args=("audit", "list", "--limit", "3"), shape="records"),
+    # Credentials (the scenario's server checks them; the walk runs as its admin).
+    ("auth", "grant"): Step(
+        args=("auth", "grant", "shop", "--role", "application", "--tenant", "acme", "--reason", "x")
+    ),
+    ("auth", "rotate"): Step(args=("auth", "rotate", "shop", "--reason", "leaked")),
+    ("auth", "list"): Step(args=("auth", "list"), shape="principals"),
+    ("auth", "revoke"): Step(args=("auth", "revoke", "shop", "--reason", "retired")),
+    ("auth", "bootstrap"): Step(args=("auth", "bootstrap", "root", "--save", "{tmp}/boot")),
     # A benchmark cut to a few seconds: two workflows, every optional phase off.
     ("bench",): Step(
         args=(
@@ -233,8 +242,14 @@ def scenario(
     """A server and a worker, and the state the walk needs: a parked run on onboard@1 (its
     successor is uploaded by the walk), three shipments, four runs poisoned by the same crash,
     and an expense waiting for approval."""
-    srv = make_server(settings=EngineSettings(poison=POLICY))
-    worker = Worker(srv.client, sandbox, WorkerSettings(worker_id="walk", poll_wait_s=0.2))
+    srv = make_server(settings=EngineSettings(poison=POLICY), check_credentials=True)
+    credentials = srv.server.credentials
+    admin = credentials.grant("walker", "admin", by="test", reason="the walk").token
+    fleet = credentials.grant("fleet", "worker", by="test", reason="the walk").token
+    anonymous, srv.client = srv.client, AmberClient(srv.target, timeout_s=20, token=admin)
+    anonymous.close()
+    workers = AmberClient(srv.target, timeout_s=20, token=fleet)
+    worker = Worker(workers, sandbox, WorkerSettings(worker_id="walk", poll_wait_s=0.2))
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     c = srv.client
@@ -268,10 +283,12 @@ def scenario(
         **{f"p{i + 1}": run_id for i, run_id in enumerate(poisoned)},
         "step": str(task.cmd),
         "approval": c.list_approvals(status="pending")[0].approval_id,
+        "admin_token": admin,
     }
     yield srv, values
     worker.stop()
     thread.join(timeout=10)
+    workers.close()
 
 
 def _run(step: Step, srv: InProcessServer, words: list[str], tmp: Path) -> tuple[int, str, str]:
@@ -290,12 +307,15 @@ def _run(step: Step, srv: InProcessServer, words: list[str], tmp: Path) -> tuple
 
 def test_every_command_prints_json(
     scenario: tuple[InProcessServer, dict[str, str]],
+    database_url: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
     srv, values = scenario
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AMBER_TOKEN", values.pop("admin_token"))
+    monkeypatch.setenv("AMBER_DATABASE_URL", database_url)  # `auth bootstrap` writes there
     capsys.readouterr()
     for command, step in WALK.items():
         words = [FIELD.sub(lambda m: values[m[1]], word) for word in step.args]

@@ -173,7 +173,9 @@ def live(
         work / "build/orders-fixed.wasm",
         defines={"AMBER_VARIANT_FIXED": "1"},
     )
-    client = AmberClient(target, timeout_s=20)
+    # amber dev checks credentials and keeps its admin's token under its home, as the CLI finds it.
+    token = (tmp_path / "home" / "token").read_text().strip()
+    client = AmberClient(target, timeout_s=20, token=token)
     client.upload_version(modules["hostile"], promote=True)
     poisoned = [client.start_run("good", {"crash": True, "n": i}).run.run_id for i in range(5)]
     env = {
