@@ -11,6 +11,7 @@ from . import _mapping as mapping
 from ._mapping import tenant_of
 from ._options import AUTHORIZATION_HEADER, GRPC_OPTIONS, MAX_MESSAGE_BYTES, OPERATOR_TOKEN_HEADER
 from ._status import ERROR_FIELDS_KEY, ERROR_TYPE_KEY, error_from_rpc, error_metadata, status_of
+from ._tls import SYSTEM_ROOTS, ClientTls, ServerTls
 
 __all__ = [
     "AUTHORIZATION_HEADER",
@@ -19,6 +20,9 @@ __all__ = [
     "GRPC_OPTIONS",
     "MAX_MESSAGE_BYTES",
     "OPERATOR_TOKEN_HEADER",
+    "SYSTEM_ROOTS",
+    "ClientTls",
+    "ServerTls",
     "approval_mapping",
     "error_from_rpc",
     "error_metadata",

@@ -29,6 +29,7 @@ import logging
 import os
 import re
 import socket
+import ssl
 import threading
 from datetime import datetime
 from typing import Any, Final
@@ -321,15 +322,18 @@ class ApprovalPage:
         port: int = 0,
         any_port_if_taken: bool = False,
         public_url: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._public_url = public_url.rstrip("/") if public_url else None
         self.app = make_approval_app(
             desk,
             secret_key=secret_key,
-            https=bool(self._public_url and self._public_url.startswith("https://")),
+            https=ssl_context is not None
+            or bool(self._public_url and self._public_url.startswith("https://")),
         )
         """The WSGI app (tests may wrap `app.wsgi_app` before `start`)."""
         self._host = host
+        self._ssl = ssl_context
         self._requested_port = port
         self._any_port_if_taken = any_port_if_taken
         self._server: BaseWSGIServer | None = None
@@ -376,6 +380,7 @@ class ApprovalPage:
                 threaded=True,
                 request_handler=_RedactingHandler,
                 fd=fd,
+                ssl_context=self._ssl,
             )
         finally:
             os.close(fd)
@@ -397,7 +402,7 @@ class ApprovalPage:
         if self._public_url:
             return self._public_url
         host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self._ssl else 'http'}://{host}:{self.port}"
 
     def url_for_token(self, token: str) -> str:
         """The link to send an approver for `token`."""

@@ -8,6 +8,8 @@ wasmtime, Flask nor psycopg.
 
 from __future__ import annotations
 
+from amber.runtime.api import ClientTls
+
 from ._async import AsyncAmberClient
 from ._calls import decode, encode
 from ._client import DEFAULT_TARGET, AmberClient
@@ -16,6 +18,7 @@ __all__ = [
     "DEFAULT_TARGET",
     "AmberClient",
     "AsyncAmberClient",
+    "ClientTls",
     "decode",
     "encode",
 ]

@@ -12,7 +12,7 @@ import grpc
 import grpc.aio
 
 from amber.history import Event, Run
-from amber.runtime.api import GRPC_OPTIONS, error_from_rpc
+from amber.runtime.api import GRPC_OPTIONS, ClientTls, error_from_rpc
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.model import RunDescription, ServerStatus, StartResult
 
@@ -33,12 +33,17 @@ class AsyncAmberClient:
         timeout_s: float = 30.0,
         operator_token: str = "",
         token: str = "",
+        tls: ClientTls | None = None,
     ) -> None:
         """`token`: the API credential (see `AmberClient`)."""
         self.target = target
         self._timeout = timeout_s
         self._credentials = calls.Credentials(token=token, operator_token=operator_token)
-        self._channel = grpc.aio.insecure_channel(target, options=GRPC_OPTIONS)
+        if tls is None:
+            self._channel = grpc.aio.insecure_channel(target, options=GRPC_OPTIONS)
+        else:
+            credentials = tls.grpc_credentials()
+            self._channel = grpc.aio.secure_channel(target, credentials, options=GRPC_OPTIONS)
         self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:

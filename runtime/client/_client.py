@@ -20,6 +20,7 @@ from amber.history import (
 from amber.runtime.api import (
     GRPC_OPTIONS,
     MAX_MESSAGE_BYTES,
+    ClientTls,
     error_from_rpc,
 )
 from amber.runtime.api import amber_pb2 as pb
@@ -66,13 +67,19 @@ class AmberClient:
         timeout_s: float = 30.0,
         operator_token: str = "",
         token: str = "",
+        tls: ClientTls | None = None,
     ) -> None:
         """`token`: the API credential, for a server that checks them (`amber auth grant`);
-        `operator_token`: sent with operator commands to a server with an operator token file."""
+        `operator_token`: sent with operator commands to a server with an operator token file;
+        `tls`: connect over TLS (None: plaintext, for loopback)."""
         self.target = target
         self._timeout = timeout_s
         self._credentials = calls.Credentials(token=token, operator_token=operator_token)
-        self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
+        if tls is None:
+            self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
+        else:
+            credentials = tls.grpc_credentials()
+            self._channel = grpc.secure_channel(target, credentials, options=GRPC_OPTIONS)
         self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
 
     def close(self) -> None:

@@ -19,7 +19,7 @@ from amber import __version__ as amber_version
 from amber import history, versions
 from amber.abi import RetryableError
 from amber.history import Database, StoreGauges, store_gauges_txn
-from amber.runtime.api import GRPC_OPTIONS
+from amber.runtime.api import GRPC_OPTIONS, ServerTls
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.approvals import ApprovalPage, ApprovalService, ApprovalSink
 from amber.runtime.console import Console, ConsoleOperators, ConsoleServices
@@ -128,6 +128,7 @@ class AmberServer:
         ops_listen: OpsListen | None = None,
         status_login_links: bool = False,
         check_credentials: bool = False,
+        tls: ServerTls | None = None,
     ) -> None:
         """`approval_sink` delivers approval tokens to approvers (without one, operators mint
         them with `amber approvals issue`); `approval_page` serves the approvers' HTTP page;
@@ -135,7 +136,8 @@ class AmberServer:
         login link rather than the console's address; `ops_listen` serves `/metrics`,
         `/healthz` and `/readyz`; `check_credentials`: every RPC needs a bearer token whose
         principal's role and tenants allow the call (`_access`), and the console takes API
-        credentials (without it, anyone who reaches the port may call anything)."""
+        credentials (without it, anyone who reaches the port may call anything); `tls`: serve
+        gRPC, the approval page and the console over TLS (mutual with a client CA)."""
         self.db = db
         self.clock = clock or SystemClock()
         self.settings = settings or EngineSettings()
@@ -175,6 +177,7 @@ class AmberServer:
                 port=approval_page.port,
                 any_port_if_taken=approval_page.any_port_if_taken,
                 public_url=approval_page.public_url,
+                ssl_context=None if tls is None else tls.ssl_context(),
             )
         )
         self.status_board = StatusBoard(
@@ -245,6 +248,7 @@ class AmberServer:
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
         self._listen = listen
+        self._tls = None if tls is None else tls.grpc_credentials()  # a bad file fails here
         interval = self.settings.sweep_interval.total_seconds()
         self._sweeper = _Sweeper(
             [
@@ -344,7 +348,10 @@ class AmberServer:
         """Migrate, start listening; returns the bound port (useful with port 0)."""
         migrate_all(self.db)
         try:
-            self.port = self._grpc.add_insecure_port(self._listen)
+            if self._tls is None:
+                self.port = self._grpc.add_insecure_port(self._listen)
+            else:
+                self.port = self._grpc.add_secure_port(self._listen, self._tls)
         except RuntimeError:  # grpcio raises where older versions returned 0
             self.port = 0
         if self.port == 0:
