@@ -37,17 +37,22 @@ def register(
         metavar="HOST:PORT",
         help="serve /metrics (Prometheus), /healthz and /readyz (the database answers) here",
     )
-    access = p.add_mutually_exclusive_group()
-    access.add_argument(
+    p.add_argument(
         "--auth",
         action="store_true",
         help="check API credentials on every call and page (amber auth); needed beyond loopback",
     )
-    access.add_argument(
+    p.add_argument(
+        "--tls-cert", metavar="PEM", help="serve gRPC, the page and the console over TLS"
+    )
+    p.add_argument("--tls-key", metavar="PEM", help="the key of --tls-cert")
+    p.add_argument(
+        "--tls-client-ca", metavar="PEM", help="mutual TLS: clients need a certificate from this CA"
+    )
+    p.add_argument(
         "--insecure",
         action="store_true",
-        help="serve beyond loopback without checking credentials (anyone reaching the port may"
-        " do anything; logged loudly)",
+        help="serve beyond loopback without --auth or without TLS (logged loudly)",
     )
     p.set_defaults(local=serve)
 

@@ -6,6 +6,12 @@ import argparse
 import getpass
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from amber.abi import InvalidInput
+
+if TYPE_CHECKING:
+    from amber.runtime.api import ClientTls
 
 OPERATOR_TOKEN_ENV = "AMBER_OPERATOR_TOKEN"
 
@@ -58,3 +64,26 @@ def save_token(home: Path, token: str, file: str = TOKEN_FILE) -> Path:
         f.write(token + "\n")
     os.chmod(path, 0o600)
     return path
+
+
+TLS_CA_ENV = "AMBER_TLS_CA"
+TLS_CERT_ENV = "AMBER_TLS_CERT"
+TLS_KEY_ENV = "AMBER_TLS_KEY"
+
+
+def client_tls() -> ClientTls | None:
+    """TLS for the CLI's and workers' connection: on when `$AMBER_TLS_CA` names the CA file to
+    trust (or `system` for the system's roots); `$AMBER_TLS_CERT` and `$AMBER_TLS_KEY` give a
+    client certificate for a server that requires one. None: plaintext."""
+    ca = os.environ.get(TLS_CA_ENV, "").strip()
+    if not ca:
+        if os.environ.get(TLS_CERT_ENV) or os.environ.get(TLS_KEY_ENV):
+            raise InvalidInput(f"a client certificate needs {TLS_CA_ENV} (a CA file, or system)")
+        return None
+    from amber.runtime.api import ClientTls  # grpc: loaded only when a call is made
+
+    return ClientTls(
+        ca_file=ca,
+        cert_file=os.environ.get(TLS_CERT_ENV) or None,
+        key_file=os.environ.get(TLS_KEY_ENV) or None,
+    )

@@ -21,6 +21,7 @@ from types import FrameType
 
 from amber.abi import InvalidInput, RetryableError
 from amber.history import Database, amber_home, resolve_database_url
+from amber.runtime.api import ServerTls
 from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
 from amber.runtime.client import AmberClient
 from amber.runtime.metrics import OpsEndpoint, OpsListen
@@ -29,7 +30,7 @@ from amber.runtime.sandbox import ParallelSandbox, SandboxEngine, SandboxLimits,
 from amber.runtime.server import AmberServer, ApprovalPageOptions
 from amber.runtime.worker import Budgets, Worker, WorkerSettings, configure_tracing
 
-from ._operator import api_token
+from ._operator import api_token, client_tls
 
 APPROVAL_SECRET_ENV = "AMBER_APPROVAL_SECRET"
 _log = logging.getLogger("amber.server")
@@ -104,11 +105,12 @@ def worker_ready(client: AmberClient) -> tuple[bool, str]:
 def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     configure_tracing("amber-server")  # spans per RPC and transaction when exporting
-    check_credentials = _access(args)
+    check_credentials, tls = _exposure(args)
     db = Database(resolve_database_url(), max_size=args.db_pool).open()
     server = AmberServer(
         db,
         check_credentials=check_credentials,
+        tls=tls,
         listen=args.listen,
         settings=engine_settings(args),
         approval_sink=_approval_sink(),
@@ -137,26 +139,46 @@ def serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _access(args: argparse.Namespace) -> bool:
-    """Whether the server checks credentials: `--auth`; never with `--insecure`; without either,
-    not on loopback (with a line saying so) and a refusal to start beyond it."""
+def _server_tls(args: argparse.Namespace) -> ServerTls | None:
+    if not args.tls_cert and not args.tls_key:
+        if args.tls_client_ca:
+            raise InvalidInput("--tls-client-ca needs --tls-cert and --tls-key")
+        return None
+    if not (args.tls_cert and args.tls_key):
+        raise InvalidInput("TLS needs both --tls-cert and --tls-key")
+    ca = Path(args.tls_client_ca) if args.tls_client_ca else None
+    return ServerTls(Path(args.tls_cert), Path(args.tls_key), ca)
+
+
+def _exposure(args: argparse.Namespace) -> tuple[bool, ServerTls | None]:
+    """Whether the server checks credentials, and its TLS. On loopback anything goes (a line
+    says what is off); beyond it, `--auth` and TLS, or `--insecure`, which is logged loudly."""
+    tls = _server_tls(args)
     exposed = [a for a in (args.listen, args.approvals_listen) if a and not is_loopback(a)]
-    if args.auth:
-        return True
-    if args.insecure:
+    if not exposed:
+        if not args.auth:
+            _log.info("credentials are not checked (loopback only; --auth to check them)")
+        return args.auth, tls
+    if args.auth and tls is not None:
+        return True, tls
+    if not args.insecure:
+        raise InvalidInput(
+            f"{exposed[0]} is reachable beyond this machine: start with --auth (credentials from"
+            " `amber auth`) and --tls-cert/--tls-key, or knowingly with --insecure"
+        )
+    if not args.auth:
         _log.warning(
             "INSECURE: credentials are not checked (--insecure); anyone who reaches %s may start,"
             " read, change and approve anything",
-            ", ".join(exposed) or args.listen,
+            ", ".join(exposed),
         )
-        return False
-    if exposed:
-        raise InvalidInput(
-            f"{exposed[0]} is reachable beyond this machine: start with --auth (credentials from"
-            " `amber auth`), or knowingly with --insecure"
+    if tls is None:
+        _log.warning(
+            "INSECURE: no TLS (--insecure); credentials, tokens and payloads cross the network"
+            " in clear to %s",
+            ", ".join(exposed),
         )
-    _log.info("credentials are not checked (loopback only; --auth to check them)")
-    return False
+    return args.auth, tls
 
 
 def is_loopback(listen: str) -> bool:
@@ -213,7 +235,7 @@ def work(args: argparse.Namespace) -> int:
     _be_nice(args.nice, surgical=surgical)
     traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
     configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
-    client = AmberClient(args.server, token=api_token())
+    client = AmberClient(args.server, token=api_token(), tls=client_tls())
     try:
         client.wait_ready(timeout_s=args.connect_timeout)
     except TimeoutError as exc:

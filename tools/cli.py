@@ -37,7 +37,7 @@ from . import (
     _cmd_versions,
 )
 from ._build import BuildError
-from ._operator import api_token, operator_token
+from ._operator import api_token, client_tls, operator_token
 
 SERVER_ENV = "AMBER_SERVER"
 DEFAULT_PORT = 7233
@@ -141,7 +141,10 @@ def _run(args: argparse.Namespace) -> int:
             return local(args)
         from amber.runtime.client import AmberClient
 
-        with AmberClient(args.server, operator_token=operator_token(), token=api_token()) as client:
+        tls = client_tls()
+        with AmberClient(
+            args.server, operator_token=operator_token(), token=api_token(), tls=tls
+        ) as client:
             return int(args.remote(client, args))
     except (AmberError, BuildError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         _error(args, exc)

@@ -33,6 +33,8 @@ def test_a_server_beyond_loopback_does_not_start_open(database_url: str, tmp_pat
     done = _amber(env, "server", "--listen", "0.0.0.0:0")
     assert done.returncode == 2
     assert "0.0.0.0:0 is reachable beyond this machine: start with --auth" in done.stderr
+    done = _amber(env, "server", "--listen", "0.0.0.0:0", "--auth")
+    assert done.returncode == 2 and "and --tls-cert/--tls-key" in done.stderr
     done = _amber(env, "server", "--listen", "127.0.0.1:0", "--approvals-listen", "0.0.0.0:0")
     assert done.returncode == 2 and "reachable beyond this machine" in done.stderr
 
