@@ -52,6 +52,7 @@ from amber.abi import AmberError
 from amber.history import DATABASE_URL_ENV, HOME_ENV, Database, RunStatus
 from amber.runtime.client import AmberClient, decode
 
+from ._bench_auth import measure_auth
 from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
 from ._bench_isolation import IsolationOptions, measure_isolation
@@ -99,6 +100,8 @@ class BenchOptions:
     stats_settle_s: float = 11.0
     """Pause before each `pg_stat_database` reading, so idle backends have published theirs."""
     commit_probe_s: float = 3.0
+    auth_calls: int = 2000
+    """Calls per server in the auth-cost phase (0: skip it)."""
     """How long to measure the database's raw single-row commit rate at the end (0: skip)."""
     idle_runs: int = 10_000
     """Runs parked on a timer or signal in the idle-cost phase (0: skip it)."""
@@ -212,6 +215,11 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             progress(f"raw commit rate: single-row commits for {options.commit_probe_s} s")
             url = psycopg.conninfo.make_conninfo(setup.db.stats_url, dbname=setup.db.name)
             raw_rate = measure_commit_rate(url, options.commit_probe_s).to_json()
+        auth = None
+        if setup.db is not None and options.auth_calls > 0:
+            progress(f"auth cost: {options.auth_calls} calls with and without credentials")
+            url = psycopg.conninfo.make_conninfo(setup.db.stats_url, dbname=setup.db.name)
+            auth = measure_auth(url, options.auth_calls)
     sandbox = None
     if options.sandbox_repetitions > 0:  # in this process, once the engine's are stopped
         progress(f"sandbox: {options.sandbox_repetitions} activations, 20-step replays")
@@ -274,6 +282,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         "recovery": recovery,
         "isolation": isolation,
         "sandbox": sandbox,
+        "auth": auth,
         "server_metrics": {"url": metrics_url, "throughput_phase": counted},
         "log_problems": problems,
         "machine": {
@@ -778,6 +787,11 @@ def format_summary(result: dict[str, Any]) -> str:
         ("not ours, CPU s", f"other tenants {f(secs['other_tenants'])},"
                             f" kernel irq {f(secs['kernel_irq'])}"),
     ]  # fmt: skip
+    auth = result.get("auth")
+    if auth:
+        rows.append(("auth µs/RPC", f"{f(auth['auth_us_per_call'])} ({f(auth['open_us_per_call'])}"
+                     f" open → {f(auth['checked_us_per_call'])} checked; the check alone"
+                     f" {f(auth['access_check_alone_us'], 2)})"))  # fmt: skip
     return "\n".join(f"{name:<18} {value}" for name, value in rows)
 
 

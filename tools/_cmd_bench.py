@@ -76,6 +76,13 @@ def register(
         help="measure the raw single-row commit rate this long (0: skip)",
     )
     parser.add_argument(
+        "--auth-calls",
+        type=int,
+        default=2000,
+        metavar="N",
+        help="measure what checking credentials costs per RPC over N calls (0: skip)",
+    )
+    parser.add_argument(
         "--idle-runs",
         type=int,
         default=10_000,
@@ -169,6 +176,7 @@ def bench(args: argparse.Namespace) -> int:
         timeout_s=args.timeout,
         stats_settle_s=args.stats_settle,
         commit_probe_s=args.commit_probe,
+        auth_calls=args.auth_calls,
         idle_runs=args.idle_runs,
         recovery_runs=args.recovery_runs,
         isolation_runs=args.isolation_runs,

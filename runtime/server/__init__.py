@@ -6,10 +6,13 @@ Rule: may import every other sub-package except `client` and `worker`.
 
 from __future__ import annotations
 
+from ._access import ROLE_METHODS, AccessCheck
 from ._operators import Operators, token_hash
 from ._server import AmberServer, ApprovalPageOptions, migrate_all
 
 __all__ = [
+    "ROLE_METHODS",
+    "AccessCheck",
     "AmberServer",
     "ApprovalPageOptions",
     "Operators",

@@ -158,6 +158,7 @@ WALK: dict[Command, Step] = {
             *("--n", "2", "--k", "1", "--w", "1", "--latency-runs", "0", "--no-latency"),
             *("--idle-runs", "0", "--recovery-runs", "0", "--isolation-runs", "0"),
             *("--sandbox-repetitions", "0", "--commit-probe", "0", "--stats-settle", "0"),
+            *("--auth-calls", "0"),
         ),
         own_process=True,
     ),
