@@ -43,7 +43,13 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 from werkzeug.wrappers import Response
 
 from amber.abi import RetryableError
-from amber.runtime.model import ApprovalClosed, ApprovalDesk, DecisionOutcome, InvalidToken
+from amber.runtime.model import (
+    ApprovalClosed,
+    ApprovalDesk,
+    DecisionOutcome,
+    InvalidToken,
+    Throttle,
+)
 
 _log = logging.getLogger(__name__)
 
@@ -144,8 +150,17 @@ _INVALID_LINK = (
 )
 
 
-def make_approval_app(desk: ApprovalDesk, *, secret_key: bytes, https: bool = False) -> Flask:
+def make_approval_app(
+    desk: ApprovalDesk,
+    *,
+    secret_key: bytes,
+    https: bool = False,
+    throttle: Throttle | None = None,
+) -> Flask:
     """The approval page as a WSGI app, for `ApprovalPage` or any WSGI server.
+
+    `throttle` counts invalid links per client address; past its limit, that address's link
+    requests get 429 without being checked (None: 20 a minute).
 
     `secret_key` signs the session cookie and the CSRF tokens; every process serving the same
     links must share it. Set `https` when browsers reach the page over https (the session cookie
@@ -167,6 +182,23 @@ def make_approval_app(desk: ApprovalDesk, *, secret_key: bytes, https: bool = Fa
         WTF_CSRF_SSL_STRICT=False,
     )
     CSRFProtect(app)
+    links = throttle or Throttle("invalid approval links")
+
+    @app.before_request
+    def _limit() -> tuple[str, int] | None:
+        if request.endpoint not in ("show", "decide"):
+            return None
+        source = request.remote_addr or "unknown"
+        wait = links.blocked(source)
+        if wait is None:
+            return None
+        links.refused(source)
+        return _error_page(
+            429,
+            "Too many attempts",
+            f"Too many invalid approval links were opened from your address. Try again in"
+            f" {wait:.0f} seconds; nothing was recorded.",
+        )
 
     @app.after_request
     def _secure(response: Response) -> Response:
@@ -203,6 +235,7 @@ def make_approval_app(desk: ApprovalDesk, *, secret_key: bytes, https: bool = Fa
 
     @app.errorhandler(InvalidToken)
     def _invalid_token(_: InvalidToken) -> tuple[str, int]:
+        links.refused(request.remote_addr or "unknown")
         return _error_page(404, "Link not valid", _INVALID_LINK)
 
     @app.errorhandler(ApprovalClosed)

@@ -35,7 +35,7 @@ from flask import Blueprint, redirect, request, session, url_for
 from werkzeug.wrappers import Response
 
 from amber.abi import AmberError
-from amber.runtime.model import Clock, NotAuthorised
+from amber.runtime.model import Clock, NotAuthorised, Throttle
 
 from ._pages import error_page, field, page
 from ._wiring import ConsoleOperators
@@ -116,6 +116,8 @@ class Gate:
     def __init__(self, operators: ConsoleOperators, clock: Clock) -> None:
         self.operators = operators
         self._clock = clock
+        self.throttle = Throttle("failed console logins")
+        """Failed logins per client address; past the limit, logins are refused unchecked."""
 
     def operator(self) -> str | None:
         """The logged-in operator, or None (no login, expired, or token no longer listed)."""
@@ -183,9 +185,16 @@ def register(bp: Blueprint, gate: Gate, links: LoginLinks) -> None:
     def log_in() -> Response | tuple[str, int]:
         target = safe_next(request.form.get("next", ""))
         token = request.form.get("token", "")
+        source = request.remote_addr or "unknown"
         try:
+            wait = gate.throttle.blocked(source)
+            if wait is not None:
+                raise NotAuthorised(
+                    f"too many failed logins from {source}: try again in {wait:.0f} s"
+                )
             name = gate.check_login(token, field("name", limit=128))
         except AmberError as exc:
+            gate.throttle.refused(source)
             _log.info("console login refused: %s", exc)
             html = page(
                 "login.html",

@@ -75,6 +75,7 @@ from ._tasks import (
     WorkflowCompletion,
     idempotency_key,
 )
+from ._throttle import Throttle, source_of
 from ._triage import TriageAction, TriageCommand, TriageOutcome
 
 __all__ = [
@@ -140,6 +141,7 @@ __all__ = [
     "StartResult",
     "SystemClock",
     "ThenWorkflow",
+    "Throttle",
     "TriageAction",
     "TriageCommand",
     "TriageOutcome",
@@ -150,6 +152,7 @@ __all__ = [
     "idempotency_key",
     "new_run_id",
     "project",
+    "source_of",
     "to_ms",
     "to_ms_or_zero",
 ]

@@ -22,16 +22,23 @@ name claimed in the request is refused). A worker's id is prefixed with its prin
 (`fleet/w-1`), so leases are held per principal: a worker credential cannot report, heartbeat or
 release another fleet's tasks (checked against the lease's holder), nor take a next task from a
 queue it is not bound to.
+
+Failed authentications are rate-limited per source address (`model.Throttle`: 20 a minute, then
+that address's calls are refused unchecked and the crossing is logged), except for tokens that
+already authenticated, so a flood of guesses from a shared host does not lock its workers out.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from amber.history import ALL, LeaseLost, Principal
 from amber.runtime.api import AUTHORIZATION_HEADER
-from amber.runtime.model import DEFAULT_TENANT, NotAuthenticated, NotAuthorised
+from amber.runtime.model import DEFAULT_TENANT, NotAuthenticated, NotAuthorised, Throttle
 
 _APPLICATION: Final = frozenset(
     {"StartRun", "SignalRun", "QueryRun", "DescribeRun", "GetHistory", "GetResult", "ListRuns"}
@@ -49,6 +56,7 @@ _WORKER: Final = frozenset(
     {"PollTask", "CompleteTask", "FailTask", "Heartbeat", "CompleteQuery", "ReleaseLeases",
      "GetModule"}
 )  # fmt: skip
+_TRUSTED_TOKENS: Final = 10_000
 _LEASE_METHODS: Final = frozenset({"CompleteTask", "FailTask", "Heartbeat", "CompleteQuery"})
 OPEN_METHODS: Final = frozenset({"DecideApproval"})
 """Callable without a credential (the request carries its own)."""
@@ -70,27 +78,50 @@ class AccessCheck:
         authenticate: Authenticate,
         default_queue: str,
         lease_holder: Callable[[int], str | None],
+        throttle: Throttle | None = None,
     ) -> None:
-        """`lease_holder(task_id)`: the worker id holding that task's lease, or None."""
+        """`lease_holder(task_id)`: the worker id holding that task's lease, or None;
+        `throttle`: counts failed authentications per source (None: a default one)."""
         self._authenticate = authenticate
         self._default_queue = default_queue
         self._lease_holder = lease_holder
+        self.throttle = throttle or Throttle("failed authentications")
+        self._trusted: OrderedDict[str, None] = OrderedDict()
+        """Tokens that authenticated (by hash): a blocked source still gets these checked, so
+        a flood of guesses from a host does not lock out the workers that share it."""
+        self._lock = threading.Lock()
 
     def __call__(
-        self, method: str, metadata: Sequence[tuple[str, Any]] | None, request: Any
+        self,
+        method: str,
+        metadata: Sequence[tuple[str, Any]] | None,
+        request: Any,
+        source: str = "",
     ) -> Principal | None:
         """The caller (None for an open method called without a credential), or raises
-        `NotAuthenticated` / `NotAuthorised`. May set the request's `operator` field."""
+        `NotAuthenticated` / `NotAuthorised`. May set the request's `operator` field. `source`:
+        the caller's address, for the rate limit on failed authentications."""
         token = _bearer(metadata)
+        if not token and method in OPEN_METHODS:
+            return None
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        wait = self.throttle.blocked(source)
+        if wait is not None and not self._is_trusted(digest):
+            self.throttle.refused(source)
+            raise NotAuthenticated(
+                f"too many failed authentications from {source}: its calls are refused"
+                f" unchecked for {wait:.0f} s more"
+            )
         if not token:
-            if method in OPEN_METHODS:
-                return None
+            self.throttle.refused(source)
             raise NotAuthenticated(
                 f"{method} needs a credential on this server: set AMBER_TOKEN (amber auth grant)"
             )
         principal = self._authenticate(token)
         if principal is None:
+            self.throttle.refused(source)
             raise NotAuthenticated("unknown, rotated or revoked credential")
+        self._trust(digest)
         if method in OPEN_METHODS:
             return principal
         self._authorise(principal, method, request)
@@ -129,6 +160,17 @@ class AccessCheck:
                     f"the credential belongs to {p.name!r}, not {request.operator!r}"
                 )
             request.operator = p.name
+
+    def _is_trusted(self, digest: str) -> bool:
+        with self._lock:
+            return digest in self._trusted
+
+    def _trust(self, digest: str) -> None:
+        with self._lock:
+            self._trusted[digest] = None
+            self._trusted.move_to_end(digest)
+            while len(self._trusted) > _TRUSTED_TOKENS:
+                self._trusted.popitem(last=False)
 
     def _serves(self, p: Principal, queue: str) -> None:
         if not p.serves(queue or self._default_queue):

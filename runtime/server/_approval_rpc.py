@@ -9,7 +9,7 @@ from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import approval_mapping as m
 from amber.runtime.api import tenant_of
 from amber.runtime.approvals import ApprovalService
-from amber.runtime.model import DecisionRequest, to_ms
+from amber.runtime.model import DecisionRequest, InvalidToken, Throttle, source_of, to_ms
 
 from ._operators import Operators
 from ._rpc import rpc
@@ -27,6 +27,8 @@ class ApprovalRpcs:
     ChangeApproverRole, ListApproverRoles."""
 
     def __init__(self, approvals: ApprovalService, operators: Operators) -> None:
+        self.decision_throttle = Throttle("refused approval decisions")
+        """Invalid approval links per source address; past the limit, refused unchecked."""
         self._approvals = approvals
         self._approval_operators = operators
 
@@ -54,18 +56,30 @@ class ApprovalRpcs:
     def DecideApproval(
         self, request: pb.DecideApprovalRequest, context: Any
     ) -> pb.DecideApprovalResponse:
-        outcome = self._approvals.submit(
-            DecisionRequest(
-                token=request.token,
-                approve=request.approve,
-                comment=request.comment,
-                via="grpc",
-                approver=request.approver,
-                tenant=request.tenant,
-                run_id=request.run_id,
-                step=request.step if request.has_step else None,
+        source, throttle = source_of(context.peer()), self.decision_throttle
+        wait = throttle.blocked(source)
+        if wait is not None:
+            throttle.refused(source)
+            raise InvalidToken(
+                f"approval link refused unchecked: too many invalid links from {source}; try"
+                f" again in {wait:.0f} s"
             )
-        )
+        try:
+            outcome = self._approvals.submit(
+                DecisionRequest(
+                    token=request.token,
+                    approve=request.approve,
+                    comment=request.comment,
+                    via="grpc",
+                    approver=request.approver,
+                    tenant=request.tenant,
+                    run_id=request.run_id,
+                    step=request.step if request.has_step else None,
+                )
+            )
+        except InvalidToken:
+            throttle.refused(source)
+            raise
         return pb.DecideApprovalResponse(
             approval_id=outcome.approval_id,
             status=outcome.status,

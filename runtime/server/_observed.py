@@ -26,12 +26,14 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from amber.abi import AmberError
 from amber.history import StoreUnavailable
 from amber.runtime.api import error_metadata, status_of
+from amber.runtime.model import source_of
 from amber.runtime.tracing import context_from_metadata
 
 RpcObserver = Callable[[str, str, float], None]
 """Told each call's method name, status code name and seconds."""
-Access = Callable[[str, Any, Any], object]
-"""Given the method, the call's metadata and the request: raises an `AmberError` to refuse."""
+Access = Callable[[str, Any, Any, str], object]
+"""Given the method, the call's metadata, the request and the caller's address: raises an
+`AmberError` to refuse."""
 
 UNGATED_PREFIX = "/grpc.health.v1.Health/"
 
@@ -80,7 +82,7 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
                     context.abort(status_of(exc), str(exc))
             if access is not None:
                 try:
-                    access(method, metadata, request)
+                    access(method, metadata, request, source_of(context.peer()))
                 except AmberError as refused:
                     context.set_trailing_metadata(error_metadata(refused))
                     context.abort(status_of(refused), str(refused))
