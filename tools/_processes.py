@@ -296,4 +296,6 @@ def work(args: argparse.Namespace) -> int:
         ops.stop()
     close()
     client.close()
+    if worker.refused is not None:
+        raise worker.refused  # exit 2 with the server's reason
     return 0

@@ -44,6 +44,7 @@ from amber.runtime.model import (
     LeasedTask,
     NewCommand,
     NonDeterminism,
+    NotAuthorised,
     PayloadTooLarge,
     RemoteError,
     SystemClock,
@@ -134,6 +135,8 @@ class Worker:
         self._sandbox = RecordingSandbox(sandbox, self._clock)
         self._detail = detail
         self._stop = threading.Event()
+        self.refused: NotAuthorised | None = None
+        """Why the server refused this worker (its credential or role), which stopped it."""
         self._heartbeat = Heartbeats(client, self.settings.worker_id, self._clock)
         self._heartbeat.start()
         self._tracer = spans or tracer()
@@ -194,6 +197,15 @@ class Worker:
             try:
                 self.run_once(wait_s=self.settings.poll_wait_s)
                 backoff = 0.1
+            except NotAuthorised as exc:  # no retry fixes a missing, revoked or wrong credential
+                if self.refused is None:
+                    self.refused = exc
+                    _log.error(
+                        "the server refuses this worker (%s); stopping: give it a worker"
+                        " credential (AMBER_TOKEN; amber auth grant NAME --role worker)",
+                        exc,
+                    )
+                self.stop()
             except AmberError as exc:
                 _log.warning("server call failed (%s); retrying in %.1f s", exc, backoff)
                 self._stop.wait(backoff)

@@ -64,6 +64,9 @@ def test_bootstrap_then_manage_credentials_from_the_cli(
 
     refused = _amber(env, "run", "list")
     assert refused.returncode == 2 and "needs a credential" in refused.stderr
+    # A worker without a credential stops at once and says why, rather than retrying forever.
+    refused = _amber(env, "worker", "--guests", "1", "--slots", "1")
+    assert refused.returncode == 2 and "the server refuses this worker" in refused.stderr
 
     done = _amber(env, "auth", "bootstrap", "root", "--save", str(home))
     assert done.returncode == 0, done.stderr
