@@ -29,30 +29,22 @@ def operator_name(args: argparse.Namespace) -> str:
     return str(getattr(args, "operator", None) or getpass.getuser())
 
 
-TOKEN_ENV = "AMBER_TOKEN"
+def api_token() -> str:
+    """The API credential the CLI sends (see `runtime.client.discover_token`); "" when there is
+    none (a server that checks credentials then refuses the call)."""
+    from amber.runtime.client import discover_token
+
+    return discover_token()
+
+
 TOKEN_FILE = "token"
-"""Where `amber dev` keeps its admin credential, under its home (mode 0600)."""
+"""Where `amber dev` and `--save` keep a credential, under a home (mode 0600)."""
 
 
 def token_files() -> list[Path]:
-    """Where the CLI looks for a credential when `$AMBER_TOKEN` is not set, in order:
-    `$AMBER_HOME/token`, `./.amber/token` (`amber dev`'s default home), `~/.amber/token`."""
-    homes = [os.environ.get("AMBER_HOME", ""), ".amber", str(Path.home() / ".amber")]
-    return [Path(home) / TOKEN_FILE for home in dict.fromkeys(h for h in homes if h)]
+    from amber.runtime.client import token_files as files
 
-
-def api_token() -> str:
-    """The API credential the CLI sends (`$AMBER_TOKEN`, else the first token file found);
-    "" when there is none (a server that checks credentials then refuses the call)."""
-    token = os.environ.get(TOKEN_ENV, "").strip()
-    if token:
-        return token
-    for path in token_files():
-        try:
-            return path.read_text().strip()
-        except OSError:
-            continue
-    return ""
+    return files()
 
 
 def save_token(home: Path, token: str, file: str = TOKEN_FILE) -> Path:

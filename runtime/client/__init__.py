@@ -13,12 +13,16 @@ from amber.runtime.api import ClientTls
 from ._async import AsyncAmberClient
 from ._calls import decode, encode
 from ._client import DEFAULT_TARGET, AmberClient
+from ._token import TOKEN_ENV, discover_token, token_files
 
 __all__ = [
     "DEFAULT_TARGET",
+    "TOKEN_ENV",
     "AmberClient",
     "AsyncAmberClient",
     "ClientTls",
     "decode",
+    "discover_token",
     "encode",
+    "token_files",
 ]

@@ -18,6 +18,7 @@ from amber.runtime.model import RunDescription, ServerStatus, StartResult
 
 from . import _calls as calls
 from ._client import DEFAULT_TARGET
+from ._token import discover_token
 
 T = TypeVar("T")
 
@@ -32,13 +33,15 @@ class AsyncAmberClient:
         *,
         timeout_s: float = 30.0,
         operator_token: str = "",
-        token: str = "",
+        token: str | None = None,
         tls: ClientTls | None = None,
     ) -> None:
         """`token`: the API credential (see `AmberClient`)."""
         self.target = target
         self._timeout = timeout_s
-        self._credentials = calls.Credentials(token=token, operator_token=operator_token)
+        self._credentials = calls.Credentials(
+            token=discover_token() if token is None else token, operator_token=operator_token
+        )
         if tls is None:
             self._channel = grpc.aio.insecure_channel(target, options=GRPC_OPTIONS)
         else:

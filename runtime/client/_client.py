@@ -50,6 +50,7 @@ from amber.versions import ModuleVersion, TypeStatus, UploadResult
 from . import _calls as calls
 from ._calls import decode as decode  # re-exported: callers imported them from here
 from ._calls import encode as encode
+from ._token import discover_token
 
 T = TypeVar("T")
 DEFAULT_TARGET = "127.0.0.1:7233"
@@ -66,15 +67,18 @@ class AmberClient:
         *,
         timeout_s: float = 30.0,
         operator_token: str = "",
-        token: str = "",
+        token: str | None = None,
         tls: ClientTls | None = None,
     ) -> None:
-        """`token`: the API credential, for a server that checks them (`amber auth grant`);
+        """`token`: the API credential, for a server that checks them (`amber auth grant`; None:
+        `$AMBER_TOKEN` or a token file, see `discover_token`; "": none);
         `operator_token`: sent with operator commands to a server with an operator token file;
         `tls`: connect over TLS (None: plaintext, for loopback)."""
         self.target = target
         self._timeout = timeout_s
-        self._credentials = calls.Credentials(token=token, operator_token=operator_token)
+        self._credentials = calls.Credentials(
+            token=discover_token() if token is None else token, operator_token=operator_token
+        )
         if tls is None:
             self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
         else:

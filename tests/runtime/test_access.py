@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,8 @@ class Secured:
     admin: AmberClient
     opened: list[AmberClient]
 
-    def client(self, token: str = "") -> AmberClient:
+    def client(self, token: str | None = "") -> AmberClient:
+        """A client with `token` ("": none; None: found as the CLI finds it)."""
         c = AmberClient(self.srv.target, timeout_s=20, token=token)
         self.opened.append(c)
         return c
@@ -265,3 +267,21 @@ def test_a_worker_credential_cannot_touch_another_fleets_leases(
     assert _tasks(db) == [("workflow", "leased", "fleet-a/w-1")]
     assert ours.heartbeat(task, worker_id="w-1") is not None
     assert ours.release_leases("w-1") == 1
+
+
+def test_a_client_finds_its_credential_like_the_cli(
+    secured: Secured, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _, token = secured.admin.change_credential("grant", "app", role="application", reason="t")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("AMBER_TOKEN", raising=False)
+    monkeypatch.setenv("AMBER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(NotAuthenticated, match="needs a credential"):
+        secured.client(None).list_runs()
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "token").write_text(token + "\n")
+    assert secured.client(None).list_runs()[0] == []
+    monkeypatch.setenv("AMBER_TOKEN", "amb_from_the_environment")
+    with pytest.raises(NotAuthenticated, match="unknown, rotated or revoked"):
+        secured.client(None).list_runs()
