@@ -148,6 +148,7 @@ def test_tenants_are_walls(secured: Secured, modules: dict[str, bytes]) -> None:
     acme = secured.grant("acme-app", "application", tenants=["acme"])
     globex = secured.grant("globex-app", "application", tenants=["globex"])
     acme_ops = secured.grant("acme-ops", "operator", tenants=["acme"])
+    globex_ops = secured.grant("globex-ops", "operator", tenants=["globex"])
     run = acme.start_run("orders", ORDER, workflow_id="o-1", tenant="acme").run.run_id
 
     refusals: list[Callable[[], object]] = [
@@ -160,6 +161,16 @@ def test_tenants_are_walls(secured: Secured, modules: dict[str, bytes]) -> None:
         lambda: globex.start_run("orders", ORDER, tenant="acme"),
         lambda: acme.list_runs(),  # the default tenant is not acme's
         lambda: acme_ops.list_approvals(tenant="globex"),
+        # Another tenant's operator can neither change nor read acme's runs.
+        lambda: globex_ops.terminate(run, reason="x", tenant="acme"),
+        lambda: globex_ops.cancel(run, reason="x", tenant="acme"),
+        lambda: globex_ops.reset(run, to_event=1, reason="x", tenant="acme"),
+        lambda: globex_ops.export_run(run, tenant="acme"),
+        lambda: globex_ops.triage("terminate", run_ids=[run], reason="x", tenant="acme"),
+        lambda: globex_ops.issue_approval_token("a", "bob", reason="x", tenant="acme"),
+        lambda: globex_ops.change_approver_role(
+            grant=True, role="finance", approver="eve", reason="x", tenant="acme"
+        ),
         lambda: acme_ops.list_troubled(tenant="globex"),
         # Versions and the audit log are shared by every tenant: not for a one-tenant operator.
         lambda: acme_ops.list_versions(),
