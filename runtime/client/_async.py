@@ -12,13 +12,12 @@ import grpc
 import grpc.aio
 
 from amber.history import Event, Run
-from amber.runtime.api import GRPC_OPTIONS, ClientTls, error_from_rpc
+from amber.runtime.api import ClientTls, error_from_rpc
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.model import RunDescription, ServerStatus, StartResult
 
 from . import _calls as calls
 from ._client import DEFAULT_TARGET
-from ._token import discover_token
 
 T = TypeVar("T")
 
@@ -39,14 +38,8 @@ class AsyncAmberClient:
         """`token`: the API credential (see `AmberClient`)."""
         self.target = target
         self._timeout = timeout_s
-        self._credentials = calls.Credentials(
-            token=discover_token() if token is None else token, operator_token=operator_token
-        )
-        if tls is None:
-            self._channel = grpc.aio.insecure_channel(target, options=GRPC_OPTIONS)
-        else:
-            credentials = tls.grpc_credentials()
-            self._channel = grpc.aio.secure_channel(target, credentials, options=GRPC_OPTIONS)
+        self._credentials = calls.Credentials.of(token, operator_token)
+        self._channel = calls.channel(target, tls, grpc.aio)
         self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:

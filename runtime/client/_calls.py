@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from amber.abi import pack, unpack
 from amber.history import Event, Run, RunStatus
-from amber.runtime.api import AUTHORIZATION_HEADER, OPERATOR_TOKEN_HEADER
+from amber.runtime.api import AUTHORIZATION_HEADER, GRPC_OPTIONS, OPERATOR_TOKEN_HEADER, ClientTls
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import mapping as m
 from amber.runtime.model import (
@@ -26,6 +26,8 @@ from amber.runtime.model import (
     StartResult,
 )
 from amber.runtime.tracing import trace_metadata
+
+from ._token import discover_token
 
 T = TypeVar("T")
 
@@ -63,6 +65,13 @@ class Credentials:
     operator_token: str = ""
     """Sent with operator commands to a server with an operator token file."""
 
+    @staticmethod
+    def of(token: str | None, operator_token: str) -> Credentials:
+        """The client's credentials; `token` None: found where the CLI finds it."""
+        return Credentials(
+            token=discover_token() if token is None else token, operator_token=operator_token
+        )
+
     def metadata(self, *, operator: bool) -> tuple[tuple[str, str], ...]:
         """The call's metadata: the caller's trace context, and the credentials."""
         metadata = trace_metadata()  # the caller's trace continues on the server
@@ -71,6 +80,14 @@ class Credentials:
         if operator and self.operator_token:
             metadata += ((OPERATOR_TOKEN_HEADER, self.operator_token),)
         return metadata
+
+
+def channel(target: str, tls: ClientTls | None, channels: Any) -> Any:
+    """A channel to `target` made by `channels` (`grpc` or `grpc.aio`): TLS with `tls`, else
+    plaintext (loopback)."""
+    if tls is None:
+        return channels.insecure_channel(target, options=GRPC_OPTIONS)
+    return channels.secure_channel(target, tls.grpc_credentials(), options=GRPC_OPTIONS)
 
 
 def start_run(

@@ -18,7 +18,6 @@ from amber.history import (
     Troubled,
 )
 from amber.runtime.api import (
-    GRPC_OPTIONS,
     MAX_MESSAGE_BYTES,
     ClientTls,
     error_from_rpc,
@@ -50,7 +49,6 @@ from amber.versions import ModuleVersion, TypeStatus, UploadResult
 from . import _calls as calls
 from ._calls import decode as decode  # re-exported: callers imported them from here
 from ._calls import encode as encode
-from ._token import discover_token
 
 T = TypeVar("T")
 DEFAULT_TARGET = "127.0.0.1:7233"
@@ -76,14 +74,8 @@ class AmberClient:
         `tls`: connect over TLS (None: plaintext, for loopback)."""
         self.target = target
         self._timeout = timeout_s
-        self._credentials = calls.Credentials(
-            token=discover_token() if token is None else token, operator_token=operator_token
-        )
-        if tls is None:
-            self._channel = grpc.insecure_channel(target, options=GRPC_OPTIONS)
-        else:
-            credentials = tls.grpc_credentials()
-            self._channel = grpc.secure_channel(target, credentials, options=GRPC_OPTIONS)
+        self._credentials = calls.Credentials.of(token, operator_token)
+        self._channel = calls.channel(target, tls, grpc)
         self._stub = pb_grpc.AmberStub(self._channel)  # type: ignore[no-untyped-call]
 
     def close(self) -> None:
