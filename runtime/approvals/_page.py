@@ -160,7 +160,7 @@ def make_approval_app(
     """The approval page as a WSGI app, for `ApprovalPage` or any WSGI server.
 
     `throttle` counts invalid links per client address; past its limit, that address's link
-    requests get 429 without being checked (None: 20 a minute).
+    requests get 429 without being checked (None: the default, 100 a minute).
 
     `secret_key` signs the session cookie and the CSRF tokens; every process serving the same
     links must share it. Set `https` when browsers reach the page over https (the session cookie

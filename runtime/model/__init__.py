@@ -75,7 +75,7 @@ from ._tasks import (
     WorkflowCompletion,
     idempotency_key,
 )
-from ._throttle import Throttle, source_of
+from ._throttle import THROTTLE_LIMIT, Throttle, source_of
 from ._triage import TriageAction, TriageCommand, TriageOutcome
 
 __all__ = [
@@ -84,6 +84,7 @@ __all__ = [
     "MAX_BUNDLE_REPRO_BYTES",
     "MAX_HISTORY_PAGE",
     "MAX_NEW_COMMANDS",
+    "THROTTLE_LIMIT",
     "AbiViolation",
     "ActivationStats",
     "ApprovalClosed",

@@ -25,6 +25,10 @@ from collections.abc import Callable
 _log = logging.getLogger("amber.throttle")
 
 MAX_SOURCES = 10_000
+THROTTLE_LIMIT = 100
+"""Refusals a minute before a source is blocked. Tokens carry 192+ random bits, so the limit is
+not what stops guessing; it stops floods (thousands a second) from costing database work and
+makes them visible, while staying above what people and retrying clients produce."""
 
 
 class Throttle:
@@ -34,7 +38,7 @@ class Throttle:
         self,
         what: str,
         *,
-        limit: int = 20,
+        limit: int = THROTTLE_LIMIT,
         window_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -23,7 +23,7 @@ name claimed in the request is refused). A worker's id is prefixed with its prin
 release another fleet's tasks (checked against the lease's holder), nor take a next task from a
 queue it is not bound to.
 
-Failed authentications are rate-limited per source address (`model.Throttle`: 20 a minute, then
+Failed authentications are rate-limited per source address (`model.Throttle`: 100 a minute, then
 that address's calls are refused unchecked and the crossing is logged), except for tokens that
 already authenticated, so a flood of guesses from a shared host does not lock its workers out.
 """

@@ -12,7 +12,13 @@ from collections.abc import Callable
 import pytest
 
 from amber.runtime.client import AmberClient
-from amber.runtime.model import InvalidToken, NotAuthenticated, Throttle, source_of
+from amber.runtime.model import (
+    THROTTLE_LIMIT,
+    InvalidToken,
+    NotAuthenticated,
+    Throttle,
+    source_of,
+)
 from amber.runtime.server import ApprovalPageOptions
 from tests.conftest import InProcessServer
 
@@ -51,12 +57,13 @@ def test_failed_authentications_are_limited_without_locking_out_known_callers(
     try:
         assert known.list_runs()[0] == []  # authenticated before the flood
         with caplog.at_level(logging.WARNING, logger="amber.throttle"):
-            for i in range(20):
+            for i in range(THROTTLE_LIMIT):
                 with pytest.raises(NotAuthenticated, match="unknown, rotated or revoked"):
                     AmberClient(srv.target, token=f"amb_guess{i}").list_runs()
         with pytest.raises(NotAuthenticated, match="too many failed authentications from ipv"):
             guesser.list_runs()
-        assert any("20 failed authentications from ipv" in r.getMessage() for r in caplog.records)
+        logged = [r.getMessage() for r in caplog.records]
+        assert any(f"{THROTTLE_LIMIT} failed authentications from ipv" in m for m in logged)
         # A caller that authenticated before keeps working; one never seen waits it out.
         assert known.list_runs()[0] == []
         with pytest.raises(NotAuthenticated, match="refused unchecked"):
@@ -70,14 +77,14 @@ def test_invalid_approval_links_are_limited_over_grpc_and_on_the_page(
     make_server: Callable[..., InProcessServer],
 ) -> None:
     srv = make_server(approval_page=ApprovalPageOptions(secret_key=b"k" * 32))
-    for i in range(20):
+    for i in range(THROTTLE_LIMIT):
         with pytest.raises(InvalidToken, match="invalid, expired, used or revoked"):
             srv.client.decide_approval(f"apv_forged{i}", approve=True)
     with pytest.raises(InvalidToken, match="refused unchecked: too many invalid links"):
         srv.client.decide_approval("apv_another", approve=True)
 
     base = srv.server.approval_link_base
-    for i in range(20):
+    for i in range(THROTTLE_LIMIT):
         assert _status(f"{base}/approvals/apv_forged{i}") == 404
     assert _status(f"{base}/approvals/apv_another") == 429
 
