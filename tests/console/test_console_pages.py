@@ -5,6 +5,7 @@ refusals (no CSRF token, no login, bad input) are clear pages, never a 500."""
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -16,6 +17,7 @@ from amber.runtime.console import LOGIN_LINK_TTL, SESSION_LIFETIME
 from amber.runtime.model._bundle import Bundle
 from amber.runtime.model._clock import ManualClock
 from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.server import ApprovalPageOptions
 from tests.conftest import InProcessServer
 from tests.console.conftest import (
     OPERATOR_TOKEN,
@@ -329,3 +331,40 @@ def test_login_secrets_are_kept_out_of_the_request_logs() -> None:
 
     assert _redact("GET /login/s3cr3t HTTP/1.1") == "GET /login/<token> HTTP/1.1"
     assert _redact("/login?next=/runs") == "/login?next=/runs"
+
+
+def test_on_a_server_that_checks_credentials_the_console_takes_an_operators_credential(
+    make_server: Callable[..., InProcessServer],
+) -> None:
+    srv = make_server(
+        check_credentials=True,
+        approval_page=ApprovalPageOptions(secret_key=secrets.token_bytes(32)),
+        status_login_links=True,
+    )
+    grant = srv.server.credentials.grant
+    ops = grant("ana", "operator", tenants=["*"], by="t", reason="on call").token
+    scoped = grant("bo", "operator", tenants=["acme"], by="t", reason="one tenant").token
+    app = grant("shop", "application", tenants=["*"], by="t", reason="a service").token
+    client = browser_of(srv)
+    assert client.get("/runs").status_code == 303  # reading needs a login too
+
+    for token, why in ((scoped, "bound to every tenant"), (app, "may not use the console"),
+                       ("amb_forged", "unknown, rotated or revoked")):  # fmt: skip
+        response = client.post("/login", data={"csrf_token": csrf(client), "token": token})
+        assert response.status_code == 403 and why in response.text
+    log_in(client, token=ops)
+    page = client.get("/runs")
+    assert page.status_code == 200 and '<strong id="operator">ana</strong>' in page.text
+
+    # Revoking the credential logs the session out on its next request.
+    srv.server.credentials.grant("root", "admin", by="t", reason="t")
+    srv.server.credentials.revoke("ana", by="root", reason="left the team")
+    assert client.get("/runs").status_code == 303
+
+    # The dev login link still works: it is handed out only through `amber status`, which
+    # itself needs an operator's credential.
+    link = srv.server.console_login_link()
+    assert link is not None
+    fresh = browser_of(srv)
+    assert fresh.get(link.removeprefix(srv.server.console_url.rstrip("/"))).status_code == 303
+    assert fresh.get("/runs").status_code == 200
