@@ -1,8 +1,9 @@
-"""Principals in the store: who may call the API, in which role, bound to which tenants and
-queues, known by the sha256 of their bearer token (never the token).
+"""Principals in the store: who may call the API, in which role, bound to which tenants,
+queues and pools, known by the sha256 of their bearer token (never the token).
 
-`"*"` in `tenants` or `queues` means all of them. A revoked principal keeps its row (revoked_at
-set) and authenticates no more; granting its name again replaces the row with a new token.
+`"*"` in `tenants`, `queues` or `pools` means all of them. A revoked principal keeps its row
+(revoked_at set) and authenticates no more; granting its name again replaces the row with a new
+token.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class Principal:
     tenants: tuple[str, ...]
     queues: tuple[str, ...]
     created_at: datetime
+    pools: tuple[str, ...] = ()
+    """A worker's pools (`main`, `surgical`); `*`: both."""
     created_by: str
     rotated_at: datetime | None = None
     revoked_at: datetime | None = None
@@ -38,17 +41,21 @@ class Principal:
     def serves(self, queue: str) -> bool:
         return ALL in self.queues or queue in self.queues
 
+    def in_pool(self, pool: str) -> bool:
+        return ALL in self.pools or pool in self.pools
 
-_COLUMNS = "name, role, tenants, queues, created_at, created_by, rotated_at, revoked_at"
+
+_COLUMNS = "name, role, tenants, queues, pools, created_at, created_by, rotated_at, revoked_at"
 
 
 def _principal(row: tuple[Any, ...]) -> Principal:
-    name, role, tenants, queues, created_at, created_by, rotated_at, revoked_at = row
+    name, role, tenants, queues, pools, created_at, created_by, rotated_at, revoked_at = row
     return Principal(
         name=str(name),
         role=str(role),
         tenants=tuple(tenants),
         queues=tuple(queues),
+        pools=tuple(pools),
         created_at=created_at,
         created_by=str(created_by),
         rotated_at=rotated_at,
@@ -59,10 +66,10 @@ def _principal(row: tuple[Any, ...]) -> Principal:
 def put_principal_txn(cur: Cursor, principal: Principal, token_hash: bytes) -> None:
     """Create the principal, or replace the one of that name (a re-grant: new role, new token)."""
     cur.execute(
-        "INSERT INTO amber_principals (name, role, tenants, queues, token_hash, created_at,"
-        " created_by) VALUES (%s, %s, %s, %s, %s, %s, %s)"
+        "INSERT INTO amber_principals (name, role, tenants, queues, pools, token_hash,"
+        " created_at, created_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
         " ON CONFLICT (name) DO UPDATE SET role = EXCLUDED.role, tenants = EXCLUDED.tenants,"
-        " queues = EXCLUDED.queues, token_hash = EXCLUDED.token_hash,"
+        " queues = EXCLUDED.queues, pools = EXCLUDED.pools, token_hash = EXCLUDED.token_hash,"
         " created_at = EXCLUDED.created_at, created_by = EXCLUDED.created_by,"
         " rotated_at = NULL, revoked_at = NULL",
         (
@@ -70,6 +77,7 @@ def put_principal_txn(cur: Cursor, principal: Principal, token_hash: bytes) -> N
             principal.role,
             list(principal.tenants),
             list(principal.queues),
+            list(principal.pools),
             token_hash,
             principal.created_at,
             principal.created_by,

@@ -26,6 +26,7 @@ def _doc(p: Principal) -> dict[str, object]:
         "role": p.role,
         "tenants": list(p.tenants),
         "queues": list(p.queues),
+        "pools": list(p.pools),
         "created_at": p.created_at.isoformat(),
         "created_by": p.created_by,
         "rotated_at": p.rotated_at.isoformat() if p.rotated_at else None,
@@ -39,8 +40,11 @@ def _issued(args: argparse.Namespace, p: Principal, token: str, verb: str) -> in
         doc = {**_doc(p), "token": None if saved else token, "saved_to": str(saved or "") or None}
         out.emit_json(doc)
         return 0
-    scope = ", ".join(p.queues if p.role == "worker" else p.tenants)
-    print(f"{verb} {p.name} ({p.role}; {'queues' if p.role == 'worker' else 'tenants'} {scope})")
+    if p.role == "worker":
+        scope = f"queues {', '.join(p.queues)}; pools {', '.join(p.pools)}"
+    else:
+        scope = f"tenants {', '.join(p.tenants)}"
+    print(f"{verb} {p.name} ({p.role}; {scope})")
     if saved:
         print(f"token saved to {saved} (readable by you only)")
     else:
@@ -55,6 +59,7 @@ def grant(client: AmberClient, args: argparse.Namespace) -> int:
         role=args.role,
         tenants=args.tenant or (),
         queues=args.queue or (),
+        pools=args.pool or (),
         reason=args.reason,
     )
     return _issued(args, principal, token, "granted")
@@ -81,10 +86,10 @@ def list_principals(client: AmberClient, args: argparse.Namespace) -> int:
         return 0
     rows = [
         [p.name, p.role, ",".join(p.tenants) or "-", ",".join(p.queues) or "-",
-         "revoked" if p.revoked_at else "live", p.created_by]
+         ",".join(p.pools) or "-", "revoked" if p.revoked_at else "live", p.created_by]
         for p in principals
     ]  # fmt: skip
-    headers = ["NAME", "ROLE", "TENANTS", "QUEUES", "STATE", "GRANTED BY"]
+    headers = ["NAME", "ROLE", "TENANTS", "QUEUES", "POOLS", "STATE", "GRANTED BY"]
     print(out.table(rows, headers) if rows else "no principals")
     return 0
 
@@ -125,6 +130,12 @@ def register(
         "--tenant", action="append", help="a tenant it acts in (repeat; '*' for every tenant)"
     )
     p.add_argument("--queue", action="append", help="a worker's queue (repeat; default: all)")
+    p.add_argument(
+        "--pool",
+        action="append",
+        choices=["main", "surgical"],
+        help="a worker's pool (repeat; default: both)",
+    )
     p.add_argument("--reason", required=True)
     p.add_argument("--save", metavar="DIR", help=save_help)
     p.set_defaults(remote=grant)

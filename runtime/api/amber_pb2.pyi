@@ -1332,7 +1332,7 @@ class GetStatusResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., database_ok: _Optional[bool] = ..., database_detail: _Optional[str] = ..., console_url: _Optional[str] = ..., metrics_url: _Optional[str] = ..., workers: _Optional[_Iterable[_Union[WorkerSeen, _Mapping]]] = ..., queues: _Optional[_Iterable[_Union[QueueDepth, _Mapping]]] = ...) -> None: ...
 
 class PrincipalInfo(_message.Message):
-    __slots__ = ("name", "role", "tenants", "queues", "created_at_ms", "created_by", "rotated_at_ms", "revoked_at_ms")
+    __slots__ = ("name", "role", "tenants", "queues", "created_at_ms", "created_by", "rotated_at_ms", "revoked_at_ms", "pools")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     TENANTS_FIELD_NUMBER: _ClassVar[int]
@@ -1341,6 +1341,7 @@ class PrincipalInfo(_message.Message):
     CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     ROTATED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     REVOKED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
     name: str
     role: str
     tenants: _containers.RepeatedScalarFieldContainer[str]
@@ -1349,10 +1350,11 @@ class PrincipalInfo(_message.Message):
     created_by: str
     rotated_at_ms: int
     revoked_at_ms: int
-    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., tenants: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., created_at_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., rotated_at_ms: _Optional[int] = ..., revoked_at_ms: _Optional[int] = ...) -> None: ...
+    pools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., role: _Optional[str] = ..., tenants: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., created_at_ms: _Optional[int] = ..., created_by: _Optional[str] = ..., rotated_at_ms: _Optional[int] = ..., revoked_at_ms: _Optional[int] = ..., pools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ChangeCredentialRequest(_message.Message):
-    __slots__ = ("action", "name", "role", "tenants", "queues", "operator", "reason")
+    __slots__ = ("action", "name", "role", "tenants", "queues", "operator", "reason", "pools")
     ACTION_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -1360,6 +1362,7 @@ class ChangeCredentialRequest(_message.Message):
     QUEUES_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
     action: str
     name: str
     role: str
@@ -1367,7 +1370,8 @@ class ChangeCredentialRequest(_message.Message):
     queues: _containers.RepeatedScalarFieldContainer[str]
     operator: str
     reason: str
-    def __init__(self, action: _Optional[str] = ..., name: _Optional[str] = ..., role: _Optional[str] = ..., tenants: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
+    pools: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, action: _Optional[str] = ..., name: _Optional[str] = ..., role: _Optional[str] = ..., tenants: _Optional[_Iterable[str]] = ..., queues: _Optional[_Iterable[str]] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ..., pools: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ChangeCredentialResponse(_message.Message):
     __slots__ = ("principal", "token")

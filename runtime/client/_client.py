@@ -542,6 +542,7 @@ class AmberClient:
         role: str = "",
         tenants: Sequence[str] = (),
         queues: Sequence[str] = (),
+        pools: Sequence[str] = (),
         reason: str,
     ) -> tuple[Principal, str]:
         """Grant, rotate or revoke a principal's API credential (audited under the calling
@@ -552,6 +553,7 @@ class AmberClient:
             role=role,
             tenants=list(tenants),
             queues=list(queues),
+            pools=list(pools),
             reason=reason,
         )
         response = self._call(self._stub.ChangeCredential, request)

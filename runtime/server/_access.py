@@ -7,8 +7,8 @@ checks credentials (`amber server --auth`, `amber dev`).
 | operator | the application's calls, cancel, terminate and reset, triage, approvals admin and roles
   — in its tenants; versions, rollout, migration, the audit log and status — only when bound to
   every tenant (`*`), since versions and the audit log are shared by all tenants |
-| worker | poll (only the queues it is bound to), complete, fail, heartbeat, answer queries,
-  release leases, fetch modules |
+| worker | poll (only the queues and pools it is bound to), complete, fail, heartbeat, answer
+  queries, release leases, fetch modules |
 | admin | everything, and `amber auth` (grant, rotate, revoke and list credentials) |
 
 Deciding an approval needs no credential: the single-use approval token is the credential (an
@@ -133,6 +133,8 @@ class AccessCheck:
         fields = request.DESCRIPTOR.fields_by_name
         if method == "PollTask":
             self._serves(p, request.queue)
+            if not p.in_pool(request.pool or "main"):
+                raise NotAuthorised(f"{p.name} may not serve the {request.pool or 'main'} pool")
         if method in ("CompleteTask", "FailTask") and request.want_next:
             self._serves(p, request.next_queue)
         if "worker_id" in fields and request.worker_id:

@@ -44,6 +44,7 @@ class AuthRpcs:
                 request.role,
                 tenants=tuple(request.tenants),
                 queues=tuple(request.queues),
+                pools=tuple(request.pools),
                 by=by,
                 reason=request.reason,
             )

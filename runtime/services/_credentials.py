@@ -135,6 +135,7 @@ class CredentialService:
         *,
         tenants: Sequence[str] = (),
         queues: Sequence[str] = (),
+        pools: Sequence[str] = (),
         by: str,
         reason: str,
     ) -> Issued:
@@ -144,12 +145,14 @@ class CredentialService:
         if role not in ROLES:
             raise InvalidInput(f"role must be one of {', '.join(ROLES)}, not {role!r}")
         tenants, queues = _scope(role, tenants, queues)
+        pools = _pools(role, pools)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         principal = Principal(
             name=name,
             role=role,
             tenants=tenants,
             queues=queues,
+            pools=pools,
             created_at=self._clock.now(),
             created_by=by,
         )
@@ -214,7 +217,12 @@ class CredentialService:
                 action=action,
                 target=f"principal:{name}",
                 reason=reason,
-                detail={"role": p.role, "tenants": list(p.tenants), "queues": list(p.queues)},
+                detail={
+                    "role": p.role,
+                    "tenants": list(p.tenants),
+                    "queues": list(p.queues),
+                    "pools": list(p.pools),
+                },
                 at=self._clock.now(),
             ),
         )
@@ -240,6 +248,18 @@ def _scope(
     if queues:
         raise InvalidInput(f"an {role} principal is bound to tenants: give --tenant, not --queue")
     return tuple(dict.fromkeys(tenants)) or (DEFAULT_TENANT,), ()
+
+
+def _pools(role: str, pools: Sequence[str]) -> tuple[str, ...]:
+    """A worker's pools (both by default); an admin's all; nobody else's any."""
+    for pool in pools:
+        if pool not in ("main", "surgical", ALL):
+            raise InvalidInput(f"a pool is main or surgical, not {pool!r}")
+    if role == "worker":
+        return tuple(dict.fromkeys(pools)) or (ALL,)
+    if pools:
+        raise InvalidInput("only a worker is bound to pools")
+    return (ALL,) if role == "admin" else ()
 
 
 def _keep_an_admin(cur: Cursor, name: str) -> None:

@@ -80,6 +80,9 @@ def test_a_rogue_worker_is_refused_and_nothing_is_recorded(
     elsewhere = secured.grant("other-fleet", "worker", queues=["other"])
     with pytest.raises(NotAuthorised, match="may not serve queue 'main'"):
         elsewhere.poll_task(worker_id="rogue", wait_s=0)
+    healthy_only = secured.grant("main-fleet", "worker", pools=["main"])
+    with pytest.raises(NotAuthorised, match="may not serve the surgical pool"):
+        healthy_only.poll_task(worker_id="rogue", wait_s=0, pool="surgical")
     assert app.history(run) == before
     assert _tasks(db) == [("workflow", "pending", None)]
 
