@@ -92,9 +92,13 @@ def _parser() -> argparse.ArgumentParser:
         help="server address HOST[:PORT] (default $AMBER_SERVER or 127.0.0.1:7233; port 7233)",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    # Also accepted after the subcommand (`amber run list --json`), as users type it.
+    # Also accepted after the subcommand (`amber run list --json`, `amber worker --server X`), as
+    # users type them.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    common.add_argument(
+        "--server", type=server_address, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for register in _GROUPS:
         register(sub, common)

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from amber import __version__
-from amber.tools.cli import main, server_address
+from amber.tools.cli import _parser, main, server_address
 from tests.conftest import InProcessServer
 from tests.tools.test_cli import amber, served  # noqa: F401  (the fixture is used by name)
 
@@ -34,6 +34,22 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 )
 def test_server_addresses_as_people_type_them(typed: str, address: str) -> None:
     assert server_address(typed) == address
+
+
+@pytest.mark.parametrize(
+    ("words", "server"),
+    [
+        (["--server", "h:1", "worker"], "h:1"),
+        (["worker", "--server", "h:1"], "h:1"),  # after the verb, as people type it
+        (["run", "list", "--server", "h"], "h:7233"),
+        (["run", "list"], "127.0.0.1:7233"),
+    ],
+)
+def test_server_is_taken_before_or_after_the_verb(
+    words: list[str], server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AMBER_SERVER", raising=False)
+    assert _parser().parse_args(words).server == server
 
 
 def test_an_error_under_json_is_a_json_object(capsys: pytest.CaptureFixture[str]) -> None:
