@@ -20,7 +20,7 @@ from amber import _checkout
 _checkout.alias(__name__)
 
 
-from ._codec import NotMsgpack, pack, pack_with_bytes, unpack
+from ._codec import NotMsgpack, jsonable, pack, pack_with_bytes, payload_json, unpack
 from ._commands import (
     MAX_TIMER_MS,
     PARENT_CLOSE_POLICIES,
@@ -156,6 +156,7 @@ __all__ = [
     "encode_workflow_input",
     "error_fields",
     "error_types",
+    "jsonable",
     "lazy_exports",
     "options_to_doc",
     "pack",
@@ -164,6 +165,7 @@ __all__ = [
     "parse_command",
     "parse_manifest",
     "parse_retry",
+    "payload_json",
     "read_manifest",
     "rebuild_error",
     "unpack",

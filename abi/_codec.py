@@ -10,7 +10,10 @@ its own subset of them. Event payloads are the exception: they are typed, and
 
 from __future__ import annotations
 
+import base64
 import struct
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 import msgpack
@@ -61,3 +64,28 @@ def _bin_header(length: int) -> bytes:
     if length < 2**16:
         return struct.pack(">BH", 0xC5, length)
     return struct.pack(">BI", 0xC6, length)
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded msgpack value as JSON-ready data, for people and JSON output: bytes become
+    `{"$bytes": base64}`, times ISO 8601 text, tuples lists, keys strings."""
+    if isinstance(value, bytes | bytearray):
+        return {"$bytes": base64.b64encode(value).decode()}
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return value
+
+
+def payload_json(raw: bytes | None) -> Any:
+    """A user payload (msgpack bytes) as JSON-ready data; bytes that are not msgpack are shown
+    as bytes, not refused."""
+    if raw is None:
+        return None
+    try:
+        return jsonable(unpack(raw))
+    except NotMsgpack:
+        return jsonable(raw)

@@ -10,11 +10,17 @@ from __future__ import annotations
 import builtins
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, Final, TypeVar
+
+from amber.abi import jsonable, payload_json
 
 from ._errors import MalformedPayload
 from ._event_types import EventType
 from ._payloads import Payload, decode_payload, encode_payload
+
+USER_PAYLOAD_KEYS: Final = frozenset({"input", "args", "result", "payload"})
+"""Payload fields that hold a user's msgpack bytes (workflow input, activity arguments, results,
+signal payloads)."""
 
 P = TypeVar("P", bound=Payload)
 
@@ -70,6 +76,14 @@ class Event:
             decoded = decode_payload(self.type, self.raw)
             object.__setattr__(self, "_decoded", decoded)
         return decoded
+
+    def readable(self) -> dict[str, Any]:
+        """The payload as JSON-ready data for people and JSON output, the user payloads it
+        carries (`USER_PAYLOAD_KEYS`) decoded from msgpack."""
+        return {
+            key: payload_json(value) if key in USER_PAYLOAD_KEYS else jsonable(value)
+            for key, value in self.payload.to_doc().items()
+        }
 
     def payload_as(self, cls: builtins.type[P]) -> P:
         """The payload, known to be of class `cls` (as the event's type implies)."""

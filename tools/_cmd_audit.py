@@ -19,7 +19,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, jsonable
 from amber.runtime.client import AmberClient
 
 from . import _output as out
@@ -121,7 +121,7 @@ def list_records(client: AmberClient, args: argparse.Namespace) -> int:
         more = str(records[-1].seq) if len(records) == args.limit and records else None
         out.emit_list("records", [{"seq": r.seq, "at": r.at.isoformat(), "actor": r.actor,
                                    "action": r.action, "target": r.target, "reason": r.reason,
-                                   "detail": out.jsonable(r.detail), "hash": r.hash.hex()}
+                                   "detail": jsonable(r.detail), "hash": r.hash.hex()}
                                   for r in records], more)  # fmt: skip
         return 0
     rows = [

@@ -11,7 +11,7 @@ import argparse
 import json
 from pathlib import Path
 
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, jsonable, payload_json
 from amber.history import Run, RunStatus
 from amber.runtime.client import AmberClient, encode
 
@@ -136,7 +136,7 @@ def run_result(client: AmberClient, args: argparse.Namespace) -> int:
     if args.json:
         out.emit_json(out.run_json(run))
     elif run.status is RunStatus.COMPLETED:
-        print(out.compact(out.payload(run.result), 10_000))
+        print(out.compact(payload_json(run.result), 10_000))
     elif run.status is RunStatus.RUNNING:
         print(f"run {run.run_id} is still running")
     elif run.status is RunStatus.CONTINUED_AS_NEW:
@@ -181,9 +181,9 @@ def run_signal(client: AmberClient, args: argparse.Namespace) -> int:
 def run_query(client: AmberClient, args: argparse.Namespace) -> int:
     value = client.query(args.run_id, args.name, wait_s=args.wait, tenant=args.tenant)
     if args.json:
-        out.emit_json(out.jsonable(value))
+        out.emit_json(jsonable(value))
     else:
-        print(out.compact(out.jsonable(value), 10_000))
+        print(out.compact(jsonable(value), 10_000))
     return 0
 
 

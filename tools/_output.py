@@ -2,48 +2,20 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from amber.abi import NotMsgpack, unpack
+from amber.abi import payload_json
 from amber.history import Event, Run
 from amber.runtime.model import RunCheck, RunDescription
 from amber.versions import ModuleVersion
-
-_PAYLOAD_KEYS = ("input", "args", "result", "payload")
-"""Event keys that hold user payloads (msgpack): shown decoded, as JSON."""
 
 
 def clip(text: str, width: int) -> str:
     """`text` cut to `width` characters, with a mark where it was cut."""
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def jsonable(value: Any) -> Any:
-    """A decoded msgpack value as JSON-ready data (bytes become {"$bytes": base64})."""
-    if isinstance(value, bytes):
-        return {"$bytes": base64.b64encode(value).decode()}
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
-
-
-def payload(raw: bytes | None) -> Any:
-    """A user payload (msgpack bytes) as JSON-ready data; undecodable bytes stay bytes."""
-    if raw is None:
-        return None
-    try:
-        return jsonable(unpack(raw))
-    except NotMsgpack:
-        return jsonable(raw)
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -54,8 +26,8 @@ def run_json(run: Run) -> dict[str, Any]:
         "workflow_type": run.workflow_type,
         "version": run.digest,
         "status": run.status.value,
-        "input": payload(run.input),
-        "result": payload(run.result),
+        "input": payload_json(run.input),
+        "result": payload_json(run.result),
         "error": None
         if run.error_type is None
         else {"type": run.error_type, "message": run.error_message},
@@ -73,8 +45,7 @@ def run_json(run: Run) -> dict[str, Any]:
 
 
 def event_json(event: Event) -> dict[str, Any]:
-    doc = event.payload.to_doc()
-    body = {k: payload(v) if k in _PAYLOAD_KEYS else jsonable(v) for k, v in doc.items()}
+    body = event.readable()
     return {
         "seq": event.seq,
         "type": event.type.value,
@@ -200,10 +171,10 @@ def run_text(run: Run) -> str:
         f"workflow   {run.workflow_type} (id {run.workflow_id}, tenant {run.tenant})",
         f"version    {run.digest}",
         f"status     {run.status.value}",
-        f"input      {compact(payload(run.input), 200)}",
+        f"input      {compact(payload_json(run.input), 200)}",
     ]
     if run.result is not None:
-        lines.append(f"result     {compact(payload(run.result), 200)}")
+        lines.append(f"result     {compact(payload_json(run.result), 200)}")
     if run.error_type is not None:
         lines.append(f"error      {run.error_type}: {run.error_message}")
     if run.cancel_seq is not None and not run.status.closed:

@@ -3,42 +3,16 @@ digests shortened with their labels. Pure functions; templates call them as filt
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from amber.abi import NotMsgpack, unpack
+from amber.abi import payload_json
 from amber.history import Event
 
-PAYLOAD_KEYS: Final = frozenset({"input", "args", "result", "payload"})
-"""Event fields that hold user payloads (msgpack): shown decoded, as JSON."""
 _MAX_SHOWN_CHARS: Final = 20_000
-
-
-def jsonable(value: Any) -> Any:
-    """A decoded msgpack value as JSON-ready data (raw bytes become {"$bytes": base64})."""
-    if isinstance(value, bytes | bytearray):
-        return {"$bytes": base64.b64encode(value).decode()}
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    return value
-
-
-def decoded(raw: bytes | None) -> Any:
-    """A user payload (msgpack bytes) as JSON-ready data; undecodable bytes stay bytes."""
-    if raw is None:
-        return None
-    try:
-        return jsonable(unpack(raw))
-    except NotMsgpack:
-        return jsonable(raw)
 
 
 def as_json(value: Any, *, pretty: bool = False) -> str:
@@ -51,7 +25,7 @@ def as_json(value: Any, *, pretty: bool = False) -> str:
 
 def payload_text(raw: bytes | None) -> str:
     """A user payload as JSON text ("" when there is none)."""
-    return "" if raw is None else as_json(decoded(raw))
+    return "" if raw is None else as_json(payload_json(raw))
 
 
 def when(moment: datetime | None) -> str:
@@ -85,8 +59,7 @@ def timeline(events: Sequence[Event]) -> list[TimelineEntry]:
     """A run's events as timeline entries, payloads decoded (never msgpack or base64)."""
     entries = []
     for event in events:
-        doc = event.payload.to_doc()
-        body = {k: decoded(v) if k in PAYLOAD_KEYS else jsonable(v) for k, v in doc.items()}
+        body = event.readable()
         entries.append(
             TimelineEntry(
                 seq=event.seq,

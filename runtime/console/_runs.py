@@ -17,12 +17,12 @@ from typing import Final
 
 from flask import Blueprint, request
 
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, payload_json
 from amber.history import Run, RunQuery, RunStatus
 from amber.runtime.model import MAX_HISTORY_PAGE, QueryFailed, QueryTimedOut
 
 from ._pages import field, page, tenant
-from ._present import decoded, timeline
+from ._present import timeline
 from ._wiring import ConsoleServices
 
 PAGE_SIZE: Final = 50
@@ -181,7 +181,7 @@ def register(bp: Blueprint, services: ConsoleServices) -> None:
         name = field("name", required="name the query", limit=128)
         try:
             answer = services.runs.query(ref, name, timeout_s=QUERY_WAIT_S, tenant=tenant())
-            shown = QueryShown(name=name, value=decoded(answer.value), problem="")
+            shown = QueryShown(name=name, value=payload_json(answer.value), problem="")
         except (QueryFailed, QueryTimedOut) as exc:
             shown = QueryShown(name=name, value=None, problem=str(exc))
         return _run_page(services, ref, answer=shown)
