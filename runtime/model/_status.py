@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from amber.history import QueueGauge
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerSeen:
@@ -17,16 +19,8 @@ class WorkerSeen:
     last_seen: datetime
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class QueueDepth:
-    """One queue in one pool, as the store holds it now."""
-
-    queue: str
-    pool: str
-    ready: int
-    delayed: int
-    leased: int
-    oldest_ready_s: float
+QueueDepth = QueueGauge
+"""One queue in one pool, as the store holds it now (the store's own gauge)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

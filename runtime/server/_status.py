@@ -69,17 +69,7 @@ class StatusBoard:
             except Exception as exc:  # the status still answers, saying why
                 problem = f"database unavailable: {exc}"
             else:
-                queues = tuple(
-                    QueueDepth(
-                        queue=q.queue,
-                        pool=q.pool,
-                        ready=q.ready,
-                        delayed=q.delayed,
-                        leased=q.leased,
-                        oldest_ready_s=q.oldest_ready_s,
-                    )
-                    for q in gauges.queues
-                )
+                queues = gauges.queues
         return ServerStatus(
             version=self._sources.version,
             database_ok=problem is None,
