@@ -325,27 +325,30 @@ def extend_lease_txn(
     *,
     details: bytes | None = None,
     now: datetime | None = None,
+    holder: str | None = None,
 ) -> bool:
     """Push a held lease's expiry to `until`; with `details`, also record an activity heartbeat
     (restarting its heartbeat timeout). Returns whether cancellation was requested.
 
-    Raises `LeaseLost` unless the caller holds the lease.
+    Raises `LeaseLost` unless the caller holds the lease (and, with `holder`, is its owner).
     """
+    held = {"task": task_id, "fencing": fencing, "holder": holder}
+    where = (
+        " WHERE task_id = %(task)s AND fencing = %(fencing)s AND state = 'leased'"
+        " AND (%(holder)s::text IS NULL OR lease_owner = %(holder)s)"
+        " RETURNING cancel_requested"
+    )
     if details is None:
         cur.execute(
-            "UPDATE amber_tasks SET lease_expires_at = %s"
-            " WHERE task_id = %s AND fencing = %s AND state = 'leased'"
-            " RETURNING cancel_requested",
-            (until, task_id, fencing),
+            "UPDATE amber_tasks SET lease_expires_at = %(until)s" + where, {**held, "until": until}
         )
     else:
         cur.execute(
             "UPDATE amber_tasks SET lease_expires_at = %(until)s, heartbeat_details = %(details)s,"
             f" heartbeat_by = %(now)s + heartbeat_ms {_MS},"
             f" timeout_at = LEAST(close_by, attempt_deadline, %(now)s + heartbeat_ms {_MS})"
-            " WHERE task_id = %(task)s AND fencing = %(fencing)s AND state = 'leased'"
-            " RETURNING cancel_requested",
-            {"until": until, "details": details, "now": now, "task": task_id, "fencing": fencing},
+            + where,
+            {**held, "until": until, "details": details, "now": now},
         )
     row = cur.fetchone()
     if row is None:

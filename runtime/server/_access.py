@@ -20,7 +20,8 @@ one of the principal's; a request without one touches every tenant and needs `*`
 audited command records is the principal's: the `operator` field is set from it (a different
 name claimed in the request is refused). A worker's id is prefixed with its principal's name
 (`fleet/w-1`), so leases are held per principal: a worker credential cannot report, heartbeat or
-release another fleet's tasks (checked against the lease's holder), nor take a next task from a
+release another fleet's tasks (the task service checks the lease's holder in the report's own
+transaction), nor take a next task from a
 queue it is not bound to.
 
 Failed authentications are rate-limited per source address (`model.Throttle`: 100 a minute, then
@@ -36,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from amber.history import ALL, LeaseLost, Principal
+from amber.history import ALL, Principal
 from amber.runtime.api import AUTHORIZATION_HEADER
 from amber.runtime.model import DEFAULT_TENANT, NotAuthenticated, NotAuthorised, Throttle
 
@@ -57,7 +58,6 @@ _WORKER: Final = frozenset(
      "GetModule"}
 )  # fmt: skip
 _TRUSTED_TOKENS: Final = 10_000
-_LEASE_METHODS: Final = frozenset({"CompleteTask", "FailTask", "Heartbeat", "CompleteQuery"})
 OPEN_METHODS: Final = frozenset({"DecideApproval"})
 """Callable without a credential (the request carries its own)."""
 ROLE_METHODS: Final[dict[str, frozenset[str]]] = {
@@ -77,14 +77,11 @@ class AccessCheck:
         self,
         authenticate: Authenticate,
         default_queue: str,
-        lease_holder: Callable[[int], str | None],
         throttle: Throttle | None = None,
     ) -> None:
-        """`lease_holder(task_id)`: the worker id holding that task's lease, or None;
-        `throttle`: counts failed authentications per source (None: a default one)."""
+        """`throttle`: counts failed authentications per source (None: a default one)."""
         self._authenticate = authenticate
         self._default_queue = default_queue
-        self._lease_holder = lease_holder
         self.throttle = throttle or Throttle("failed authentications")
         self._trusted: OrderedDict[str, None] = OrderedDict()
         """Tokens that authenticated (by hash): a blocked source still gets these checked, so
@@ -141,12 +138,6 @@ class AccessCheck:
             # Leases are held under the principal's name: another fleet's report, heartbeat or
             # release names a different holder and is refused as a lost lease.
             request.worker_id = f"{p.name}/{request.worker_id}"
-        if method in _LEASE_METHODS:
-            # A lease is named by its task id and fencing token, which are not secrets: the
-            # report must also come from the principal that holds it.
-            holder = self._lease_holder(request.task_id)
-            if holder is not None and holder != request.worker_id:
-                raise LeaseLost(request.task_id, request.fencing)
         if "tenant" in fields:
             tenant = request.tenant or DEFAULT_TENANT
             if not p.in_tenant(tenant):

@@ -220,7 +220,6 @@ class AmberServer:
                     AccessCheck(
                         self.credentials.authenticate,
                         self.settings.default_queue,
-                        self.tasks.lease_holder,
                     )
                     if check_credentials
                     else None,

@@ -75,6 +75,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
         ApprovalRpcs.__init__(self, approvals, operators)
         AuditRpcs.__init__(self, audit)
         AuthRpcs.__init__(self, credentials, checking=checks_credentials)
+        self._checks_credentials = checks_credentials
         self._runs = runs
         self._tasks = tasks
         self._registry = registry
@@ -84,6 +85,12 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
         self._rollout = rollout
         self._migration = migration
         self._board = board
+
+    def _holder(self, worker_id: str) -> str | None:
+        """Whom a report must come from: on a server that checks credentials, the worker (its
+        id prefixed with its principal's) holding the lease; elsewhere the fencing token alone
+        names the lease, as before."""
+        return worker_id if self._checks_credentials else None
 
     def _actor(self, context: Any, claimed: str) -> str:
         """Who runs an operator command: the token's operator where the server checks tokens,
@@ -414,6 +421,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
                     done=done,
                     claim_next=claim,
                     fuel=request.stats.fuel_used,
+                    holder=self._holder(request.worker_id),
                 )
             elif which == "activity":
                 recorded = self._tasks.complete_activity(
@@ -423,6 +431,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
                     claim_next=claim,
                     fuel=request.stats.fuel_used,
                     then=m.then_workflow_from_pb(request),
+                    holder=self._holder(request.worker_id),
                 )
             else:
                 raise InvalidInput("CompleteTask needs a workflow or an activity completion")
@@ -437,6 +446,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
                 failure=m.failure_report_from_pb(request.failure),
                 worker=request.worker_id,
                 claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
+                holder=self._holder(request.worker_id),
             )
         return pb.FailTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
 
@@ -446,6 +456,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
             task_id=request.task_id,
             fencing=request.fencing,
             details=request.details if request.has_details else None,
+            holder=self._holder(request.worker_id),
         )
         return pb.HeartbeatResponse(
             lease_expires_ms=to_ms(ack.lease_expires_at), cancel_requested=ack.cancel_requested
@@ -468,7 +479,12 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
             )
         else:
             answer = QueryAnswer(result=request.result, message=request.ended)
-        self._tasks.complete_query(task_id=request.task_id, fencing=request.fencing, answer=answer)
+        self._tasks.complete_query(
+            task_id=request.task_id,
+            fencing=request.fencing,
+            answer=answer,
+            holder=self._holder(request.worker_id),
+        )
         return pb.CompleteQueryResponse()
 
 

@@ -258,7 +258,7 @@ class TaskService:
         return self._db.run(lambda cur: next_visible_txn(cur, queue, pool))
 
     def heartbeat(
-        self, *, task_id: int, fencing: int, details: bytes | None = None
+        self, *, task_id: int, fencing: int, details: bytes | None = None, holder: str | None = None
     ) -> HeartbeatAck:
         """Extend a held lease (and, with `details`, record an activity heartbeat).
 
@@ -269,7 +269,9 @@ class TaskService:
         now = self._clock.now()
         until = now + self._settings.lease
         cancel = self._db.run(
-            lambda cur: extend_lease_txn(cur, task_id, fencing, until, details=details, now=now)
+            lambda cur: extend_lease_txn(
+                cur, task_id, fencing, until, details=details, now=now, holder=holder
+            )
         )
         return HeartbeatAck(lease_expires_at=until, cancel_requested=cancel)
 
@@ -303,6 +305,7 @@ class TaskService:
         done: WorkflowCompletion,
         claim_next: Claim | None = None,
         fuel: int = 0,
+        holder: str | None = None,
     ) -> Recorded:
         """Append a workflow activation's commands (and closing event) under its lease.
 
@@ -313,7 +316,9 @@ class TaskService:
         self._check_commands(done.commands, done.result)
         try:
             return self._record(
-                lambda cur, out: self._complete_workflow_txn(cur, task_id, fencing, done, out),
+                lambda cur, out: self._complete_workflow_txn(
+                    cur, task_id, fencing, done, out, holder
+                ),
                 claim_next,
                 fuel,
             )
@@ -355,8 +360,10 @@ class TaskService:
         fencing: int,
         done: WorkflowCompletion,
         out: Outcome,
+        holder: str | None,
     ) -> list[Wake]:
         task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
+        held_by(task, holder)
         if run is None or run.status.closed:
             delete_task_txn(cur, task_id)
             return []
@@ -404,6 +411,7 @@ class TaskService:
         claim_next: Claim | None = None,
         fuel: int = 0,
         then: ThenWorkflow | None = None,
+        holder: str | None = None,
     ) -> Recorded:
         """Record an activity attempt's outcome: its result, a retry, or its final failure.
 
@@ -436,6 +444,7 @@ class TaskService:
                 task, run, others_due = taken.task, taken.run, taken.others_due
             else:
                 task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
+            held_by(task, holder)  # before anything is written: a refusal rolls the take back
             if run is None or run.status.closed:
                 if not ok:
                     delete_task_txn(cur, task_id)
@@ -495,6 +504,7 @@ class TaskService:
         failure: FailureReport,
         worker: str,
         claim_next: Claim | None = None,
+        holder: str | None = None,
     ) -> ClaimedTask | None:
         """Record a failed activation and retry or resolve the task. Raises `LeaseLost`.
 
@@ -503,6 +513,7 @@ class TaskService:
 
         def txn(cur: Cursor, out: Outcome) -> list[Wake]:
             task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
+            held_by(task, holder)
             if task.kind not in _READS:
                 out.counted.append((task.digest, task.kind.value, failure.reason))
             if task.kind in _READS:
@@ -524,11 +535,14 @@ class TaskService:
 
         return self._record(txn, claim_next, failure.fuel_used or 0).next
 
-    def complete_query(self, *, task_id: int, fencing: int, answer: QueryAnswer) -> None:
+    def complete_query(
+        self, *, task_id: int, fencing: int, answer: QueryAnswer, holder: str | None = None
+    ) -> None:
         """Hand a query's answer to the server waiting for it. Raises `LeaseLost`."""
 
         def txn(cur: Cursor) -> list[Wake]:
             task = lock_leased_task_txn(cur, task_id, fencing)
+            held_by(task, holder)
             if task.kind not in _READS:
                 raise InvalidInput(f"task {task_id} is not a query or a check")
             given = checked_answer(task, answer) if task.kind is TaskKind.CHECK else answer
@@ -551,19 +565,6 @@ class TaskService:
             lambda task: f"lease held by {task.lease_owner} expired at {task.lease_expires_at}",
         )
         return len(handled)
-
-    def lease_holder(self, task_id: int) -> str | None:
-        """The worker holding `task_id`'s lease, or None when it is not leased (any more)."""
-
-        def txn(cur: Cursor) -> str | None:
-            cur.execute(
-                "SELECT lease_owner FROM amber_tasks WHERE task_id = %s AND state = 'leased'",
-                (task_id,),
-            )
-            row = cur.fetchone()
-            return None if row is None else row[0]
-
-        return self._db.run(txn)
 
     def release_leases_of(self, worker: str) -> int:
         """Treat every task leased to `worker` as one failed attempt ("worker lost") now,
@@ -662,3 +663,11 @@ class TaskService:
             if task.state is TaskState.LEASED:
                 self._count(task, "timeout")
         return len(handled)
+
+
+def held_by(task: Task, holder: str | None) -> None:
+    """Refuse a report from anyone but the lease's holder, when the caller names one (a server
+    that checks credentials: a lease is named by its task id and fencing token, which are not
+    secrets). Raises `LeaseLost`, as for any report that does not hold the lease."""
+    if holder is not None and task.lease_owner != holder:
+        raise LeaseLost(task.task_id, task.fencing)
