@@ -61,7 +61,7 @@ def measure_auth(url: str, calls: int) -> dict[str, Any]:
         for _ in range(ROUNDS):
             open_us.append(_round(clients[0], per_round))
             checked_us.append(_round(clients[1], per_round))
-        access = AccessCheck(servers[1].credentials.authenticate, "main")
+        access = AccessCheck(servers[1].credentials.by_hash, "main")
         request = pb.ListRunsRequest(tenant=_TENANT, limit=1)
         metadata = (("authorization", f"Bearer {token}"),)
         n = 20_000

@@ -31,7 +31,6 @@ already authenticated, so a flood of guesses from a shared host does not lock it
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ from typing import Any, Final
 from amber.history import ALL, Principal
 from amber.runtime.api import AUTHORIZATION_HEADER
 from amber.runtime.model import DEFAULT_TENANT, NotAuthenticated, NotAuthorised, Throttle
+from amber.runtime.services import credential_hash
 
 _APPLICATION: Final = frozenset(
     {"StartRun", "SignalRun", "QueryRun", "DescribeRun", "GetHistory", "GetResult", "ListRuns"}
@@ -67,7 +67,8 @@ ROLE_METHODS: Final[dict[str, frozenset[str]]] = {
 }
 """What each role may call; an admin may call everything."""
 
-Authenticate = Callable[[str], Principal | None]
+Authenticate = Callable[[bytes], Principal | None]
+"""The live principal of a token's `credential_hash`, or None."""
 
 
 class AccessCheck:
@@ -83,7 +84,7 @@ class AccessCheck:
         self._authenticate = authenticate
         self._default_queue = default_queue
         self.throttle = throttle or Throttle("failed authentications")
-        self._trusted: OrderedDict[str, None] = OrderedDict()
+        self._trusted: OrderedDict[bytes, None] = OrderedDict()
         """Tokens that authenticated (by hash): a blocked source still gets these checked, so
         a flood of guesses from a host does not lock out the workers that share it."""
         self._lock = threading.Lock()
@@ -101,7 +102,7 @@ class AccessCheck:
         token = _bearer(metadata)
         if not token and method in OPEN_METHODS:
             return None
-        digest = hashlib.sha256(token.encode()).hexdigest()
+        digest = credential_hash(token)  # once: the trust check and the lookup share it
         wait = self.throttle.blocked(source)
         if wait is not None and not self._is_trusted(digest):
             self.throttle.refused(source)
@@ -114,7 +115,7 @@ class AccessCheck:
             raise NotAuthenticated(
                 f"{method} needs a credential on this server: set AMBER_TOKEN (amber auth grant)"
             )
-        principal = self._authenticate(token)
+        principal = self._authenticate(digest)
         if principal is None:
             self.throttle.refused(source)
             raise NotAuthenticated("unknown, rotated or revoked credential")
@@ -154,11 +155,11 @@ class AccessCheck:
                 )
             request.operator = p.name
 
-    def _is_trusted(self, digest: str) -> bool:
+    def _is_trusted(self, digest: bytes) -> bool:
         with self._lock:
             return digest in self._trusted
 
-    def _trust(self, digest: str) -> None:
+    def _trust(self, digest: bytes) -> None:
         with self._lock:
             self._trusted[digest] = None
             self._trusted.move_to_end(digest)

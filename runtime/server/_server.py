@@ -218,7 +218,7 @@ class AmberServer:
                     lambda: self.database_down,
                     spans,
                     AccessCheck(
-                        self.credentials.authenticate,
+                        self.credentials.by_hash,
                         self.settings.default_queue,
                     )
                     if check_credentials

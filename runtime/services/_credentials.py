@@ -54,6 +54,10 @@ _SCOPE = re.compile(r"\*|[^\s,]{1,200}")
 
 
 def credential_hash(token: str) -> bytes:
+    """What a token is stored and looked up as (b"" for one not shaped like ours, which no
+    principal has)."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 256:
+        return b""
     return hashlib.sha256(token.encode()).digest()
 
 
@@ -79,12 +83,12 @@ class CredentialService:
 
     def authenticate(self, token: str) -> Principal | None:
         """The live principal this token belongs to, or None."""
-        if not token.startswith(TOKEN_PREFIX) or len(token) > 256:
-            return None
         return self.by_hash(credential_hash(token))
 
     def by_hash(self, digest: bytes) -> Principal | None:
         """The live principal whose token has this sha256, or None (cached like `authenticate`)."""
+        if not digest:
+            return None
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(digest)
