@@ -83,6 +83,13 @@ def _step(worker: Worker) -> bool:
     return True
 
 
+def _wait_poisoned(srv: InProcessServer, main: Worker, run_id: str, what: str) -> None:
+    """Step the main worker until `run_id`'s task is in the surgical pool."""
+    wait_for(
+        lambda: _step(main) and srv.client.describe(run_id).tasks[0].pool == "surgical", 60, what
+    )
+
+
 def _diverged(
     make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
 ) -> tuple[InProcessServer, str]:
@@ -499,18 +506,10 @@ def test_a_known_poison_is_diverted_at_its_first_crash_in_another_run(
     srv.client.upload_version(modules["hostile"], promote=True)
     main = _main_worker(srv, sandbox)
     first = srv.client.start_run("good", {"crash": True, "n": 0}).run.run_id
-    wait_for(
-        lambda: _step(main) and srv.client.describe(first).tasks[0].pool == "surgical",
-        60,
-        "the first run's task to be poisoned after three crashes",
-    )
+    _wait_poisoned(srv, main, first, "the first run's task to be poisoned after three crashes")
     assert len(srv.client.describe(first).recent_failures) == 3
     later = srv.client.start_run("good", {"crash": True, "n": 1}).run.run_id
-    wait_for(
-        lambda: _step(main) and srv.client.describe(later).tasks[0].pool == "surgical",
-        60,
-        "the second run's task to be poisoned",
-    )
+    _wait_poisoned(srv, main, later, "the second run's task to be poisoned")
     desc = srv.client.describe(later)
     assert len(desc.recent_failures) == 1, "diverted at its first crash"
     assert "already poisoned another run" in (desc.tasks[0].poison_reason or "")
@@ -525,18 +524,10 @@ def test_what_a_poison_taught_outlives_its_run(
     srv.client.upload_version(modules["hostile"], promote=True)
     main = _main_worker(srv, sandbox)
     first = srv.client.start_run("good", {"crash": True, "n": 0}).run.run_id
-    wait_for(
-        lambda: _step(main) and srv.client.describe(first).tasks[0].pool == "surgical",
-        60,
-        "the first run's task to be poisoned after three crashes",
-    )
+    _wait_poisoned(srv, main, first, "the first run's task to be poisoned after three crashes")
     srv.client.terminate(first, reason="bad input", operator="ops")
     later = srv.client.start_run("good", {"crash": True, "n": 1}).run.run_id
-    wait_for(
-        lambda: _step(main) and srv.client.describe(later).tasks[0].pool == "surgical",
-        60,
-        "the second run's task to be poisoned",
-    )
+    _wait_poisoned(srv, main, later, "the second run's task to be poisoned")
     desc = srv.client.describe(later)
     assert len(desc.recent_failures) == 1, "diverted at its first crash"
     assert "crashed 3 times in the last 24 h" in (desc.tasks[0].poison_reason or "")
@@ -571,17 +562,9 @@ def test_a_crash_older_than_the_window_is_forgotten(
     srv.client.upload_version(modules["hostile"], promote=True)
     main = _main_worker(srv, sandbox)
     first = srv.client.start_run("good", {"crash": True, "n": 0}).run.run_id
-    wait_for(
-        lambda: _step(main) and srv.client.describe(first).tasks[0].pool == "surgical",
-        60,
-        "the first run's task to be poisoned",
-    )
+    _wait_poisoned(srv, main, first, "the first run's task to be poisoned")
     srv.client.terminate(first, reason="bad input", operator="ops")
     time.sleep(0.05)
     later = srv.client.start_run("good", {"crash": True, "n": 1}).run.run_id
-    wait_for(
-        lambda: _step(main) and srv.client.describe(later).tasks[0].pool == "surgical",
-        60,
-        "the second run's task to be poisoned",
-    )
+    _wait_poisoned(srv, main, later, "the second run's task to be poisoned")
     assert len(srv.client.describe(later).recent_failures) == 3
