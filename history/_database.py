@@ -309,12 +309,17 @@ def savepoint(cur: Cursor, name: str = "amber_step") -> Iterator[None]:
     """Run a block so that its failure rolls back only the block, not the transaction.
 
     For steps that may legitimately fail inside a larger transaction (starting a child whose
-    workflow id is taken; one bad row in a sweep must not block the others).
+    workflow id is taken; one bad row in a sweep must not block the others; one report of a
+    group commit). What the block registered with `after_commit` is dropped with it.
     """
+    stack: list[list[Callable[[], None]]] | None = getattr(_pending, "stack", None)
+    registered = len(stack[-1]) if stack else 0
     cur.execute(f"SAVEPOINT {name}")
     try:
         yield
     except BaseException:
+        if stack:
+            del stack[-1][registered:]
         cur.execute(f"ROLLBACK TO SAVEPOINT {name}")
         raise
     cur.execute(f"RELEASE SAVEPOINT {name}")

@@ -14,9 +14,10 @@ from ._lifecycle import Lifecycle, RunSpec, RunWatch, Wake
 from ._migration import MigrationService
 from ._notify import Notifier, poke
 from ._poison import fingerprint
+from ._recorder import Claim, Report
 from ._runs import RunService
 from ._stats import HealthCounter
-from ._tasks import Claim, TaskService
+from ._tasks import TaskService
 from ._timers import TimerService
 from ._triage import TriageService
 
@@ -32,6 +33,7 @@ __all__ = [
     "Lifecycle",
     "MigrationService",
     "Notifier",
+    "Report",
     "RunService",
     "RunSpec",
     "RunWatch",

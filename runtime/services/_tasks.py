@@ -12,7 +12,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from amber.abi import (
@@ -38,7 +38,6 @@ from amber.history import (
     Task,
     TaskKind,
     TaskState,
-    VersionConflict,
     claim_task_with_run_txn,
     defer_task_txn,
     delete_task_txn,
@@ -80,20 +79,10 @@ from ._isolation import RETRY_FAILED_ROW_AFTER, each_isolated
 from ._lifecycle import Lifecycle, Wake
 from ._migration import UpgradeReport, checked_answer, upgrade_txn
 from ._notify import Notifier, poke
+from ._recorder import Claim, Recorder, Report
 from ._stats import HealthCounter
 
 _log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Claim:
-    """Eager dispatch: lease the worker's next task in the transaction that records its last."""
-
-    queue: str
-    worker: str
-    pool: str = "main"
-    affine_run: str = ""
-    """Prefer a task of this run (one its report just scheduled: run-affine dispatch)."""
 
 
 _UPGRADE_CACHE_S = 5.0
@@ -122,6 +111,7 @@ class TaskService:
         self._writer = ActivationWriter(life)
         self._health = health or HealthCounter()
         self._upgrades: dict[str, tuple[str | None, float]] = {}
+        self._recorder = Recorder(db, notifier, self._health, self._claim_txn)
 
     # -- leasing -----------------------------------------------------------------------------
 
@@ -229,29 +219,18 @@ class TaskService:
         self._upgrades[workflow_type] = (target, now)
         return target
 
-    def _record(
-        self, body: Callable[[Cursor, Outcome], list[Wake]], claim: Claim | None, fuel: int
-    ) -> Recorded:
-        """Run an outcome's transaction, leasing the next task in it when asked to (one of the
-        activities it just scheduled, if any); then count the activations it judged for their
-        versions' health (by the digest on the server's own record, never a worker's)."""
-        out = Outcome()
+    def record(self, report: Report) -> Recorded:
+        """Record one report built by `workflow_report`, `activity_report` or `failure_report`
+        in its own transaction; raises what refused it."""
+        return self._recorder.record(report)
 
-        def txn(cur: Cursor) -> tuple[list[Wake], ClaimedTask | None]:
-            out.clear()  # a retried transaction starts over
-            wakes = body(cur, out)
-            if claim is None:
-                return wakes, None
-            return wakes, self._claim_txn(cur, replace(claim, affine_run=out.affine_run))
-
-        wakes, claimed = self._db.run(txn)
-        if claimed is not None and claim is not None:  # that task needs no poller
-            with contextlib.suppress(ValueError):
-                wakes.remove((TASKS_CHANNEL, claim.queue))
-        poke(self._notifier, wakes)
-        for digest, kind, reason in out.counted:
-            self._health.record(digest, kind, reason, fuel)
-        return Recorded(next=claimed, appended=tuple(out.appended), combined=out.combined)
+    def record_group(self, reports: Sequence[Report]) -> list[Recorded | Exception]:
+        """Record reports built by `workflow_report`, `activity_report` and `failure_report` in
+        one transaction (group commit), each under its own checks: the result at each index is
+        what that report recorded or the error that refused it (one report's refusal never
+        fails the others). Each report's activations count for their versions' health by the
+        digest on the server's own record, never a worker's."""
+        return self._recorder.record_group(reports)
 
     def next_visible(self, queue: str, pool: str = "main") -> datetime | None:
         """When the queue's next pending task in `pool` becomes visible (None: none pending)."""
@@ -282,18 +261,22 @@ class TaskService:
         try:
             yield
         except LeaseLost as exc:
-            try:
-                uuid.UUID(run_id)
-            except ValueError:
-                raise exc from None
-            discarded = Discarded(
-                run_id=run_id,
-                kind="stale_report",
-                detail=f"{what} from {worker or 'a worker'} refused: {exc}",
-                created_at=self._clock.now(),
-            )
-            self._db.run(lambda cur: record_discarded_txn(cur, discarded))
+            self.note_refused(run_id, worker, what, exc)
             raise
+
+    def note_refused(self, run_id: str, worker: str, what: str, exc: LeaseLost) -> None:
+        """Record that a report was refused for a lost lease (see `refused_report`)."""
+        try:
+            uuid.UUID(run_id)
+        except ValueError:
+            return
+        discarded = Discarded(
+            run_id=run_id,
+            kind="stale_report",
+            detail=f"{what} from {worker or 'a worker'} refused: {exc}",
+            created_at=self._clock.now(),
+        )
+        self._db.run(lambda cur: record_discarded_txn(cur, discarded))
 
     # -- workflow outcomes ---------------------------------------------------------------------
 
@@ -313,21 +296,39 @@ class TaskService:
         stale worker and `VersionConflict` if history moved on since the activation read it (the
         task is then dropped: a newer pending task covers the run).
         """
+        return self._recorder.record(
+            self.workflow_report(
+                task_id=task_id,
+                fencing=fencing,
+                done=done,
+                claim_next=claim_next,
+                fuel=fuel,
+                holder=holder,
+            )
+        )
+
+    def workflow_report(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        done: WorkflowCompletion,
+        claim_next: Claim | None = None,
+        fuel: int = 0,
+        holder: str | None = None,
+        run_id: str = "",
+    ) -> Report:
+        """`complete_workflow`'s report, for `record_group`. Raises what its checks refuse."""
         self._check_commands(done.commands, done.result)
-        try:
-            return self._record(
-                lambda cur, out: self._complete_workflow_txn(
-                    cur, task_id, fencing, done, out, holder
-                ),
-                claim_next,
-                fuel,
-            )
-        except VersionConflict:
-            poke(
-                self._notifier,
-                self._db.run(lambda cur: self._drop_stale_txn(cur, task_id, fencing)),
-            )
-            raise
+        return Report(
+            body=lambda cur, out: self._complete_workflow_txn(
+                cur, task_id, fencing, done, out, holder
+            ),
+            claim=claim_next,
+            fuel=fuel,
+            run_id=run_id,
+            after_conflict=lambda cur: self._drop_stale_txn(cur, task_id, fencing),
+        )
 
     def _check_commands(self, commands: Sequence[NewCommand], result: bytes | None) -> None:
         if len(commands) > MAX_NEW_COMMANDS:
@@ -422,6 +423,31 @@ class TaskService:
         `claim_next` asks for one. Raises `LeaseLost` for a stale worker: a late duplicate result
         is rejected here.
         """
+        return self._recorder.record(
+            self.activity_report(
+                task_id=task_id,
+                fencing=fencing,
+                outcome=outcome,
+                claim_next=claim_next,
+                fuel=fuel,
+                then=then,
+                holder=holder,
+            )
+        )
+
+    def activity_report(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        outcome: ActivityOutcome,
+        claim_next: Claim | None = None,
+        fuel: int = 0,
+        then: ThenWorkflow | None = None,
+        holder: str | None = None,
+        run_id: str = "",
+    ) -> Report:
+        """`complete_activity`'s report, for `record_group`. Raises what its checks refuse."""
         if outcome.result is not None and len(outcome.result) > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
                 f"activity result is {len(outcome.result)} bytes;"
@@ -470,7 +496,7 @@ class TaskService:
                 cur, FailedAttempt(task=task, run=run, failure=failure, error=outcome.error)
             )
 
-        return self._record(txn, claim_next, fuel)
+        return Report(body=txn, claim=claim_next, fuel=fuel, run_id=run_id)
 
     def _combined_txn(
         self, cur: Cursor, run: Run, completed: NewEvent, then: ThenWorkflow, out: Outcome
@@ -510,6 +536,28 @@ class TaskService:
 
         Returns the worker's next task when `claim_next` asks for one.
         """
+        report = self.failure_report(
+            task_id=task_id,
+            fencing=fencing,
+            failure=failure,
+            worker=worker,
+            claim_next=claim_next,
+            holder=holder,
+        )
+        return self._recorder.record(report).next
+
+    def failure_report(
+        self,
+        *,
+        task_id: int,
+        fencing: int,
+        failure: FailureReport,
+        worker: str,
+        claim_next: Claim | None = None,
+        holder: str | None = None,
+        run_id: str = "",
+    ) -> Report:
+        """`fail`'s report, for `record_group`."""
 
         def txn(cur: Cursor, out: Outcome) -> list[Wake]:
             task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
@@ -533,7 +581,7 @@ class TaskService:
             )
             return self._attempts.fail_txn(cur, attempt)
 
-        return self._record(txn, claim_next, failure.fuel_used or 0).next
+        return Report(body=txn, claim=claim_next, fuel=failure.fuel_used or 0, run_id=run_id)
 
     def complete_query(
         self, *, task_id: int, fencing: int, answer: QueryAnswer, holder: str | None = None
