@@ -100,6 +100,11 @@ def register(
         help="the workers' fuel budget per activation (default: amber worker's own)",
     )
     parser.add_argument(
+        "--worker-unary",
+        action="store_true",
+        help="workers report with a unary call each instead of their stream (to compare)",
+    )
+    parser.add_argument(
         "--isolation-runs",
         type=int,
         default=200,
@@ -181,6 +186,7 @@ def bench(args: argparse.Namespace) -> int:
         recovery_runs=args.recovery_runs,
         isolation_runs=args.isolation_runs,
         worker_fuel=args.worker_fuel,
+        worker_unary=args.worker_unary,
         sandbox_repetitions=args.sandbox_repetitions,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C

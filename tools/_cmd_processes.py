@@ -95,6 +95,11 @@ def register(
     p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
     p.add_argument("--connect-timeout", type=float, default=30.0)
     p.add_argument(
+        "--unary",
+        action="store_true",
+        help="send each report as its own call instead of in batches on one stream (to compare)",
+    )
+    p.add_argument(
         "--worker-id",
         help="a stable identity, unique among live workers (e.g. the pod or unit name): on start"
         " the worker gives up the leases its previous process held instead of waiting for them"

@@ -209,6 +209,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
             memory_bytes=(args.memory_mb or 64) * 2**20,
             deadline_s=args.activity_deadline,
         ),
+        stream=not args.unary,
     )
     if args.worker_id:
         settings = replace(settings, worker_id=args.worker_id, release_on_start=True)

@@ -10,7 +10,15 @@ from . import _approval_mapping as approval_mapping
 from . import _mapping as mapping
 from ._mapping import tenant_of
 from ._options import AUTHORIZATION_HEADER, GRPC_OPTIONS, MAX_MESSAGE_BYTES, OPERATOR_TOKEN_HEADER
-from ._status import ERROR_FIELDS_KEY, ERROR_TYPE_KEY, error_from_rpc, error_metadata, status_of
+from ._status import (
+    ERROR_FIELDS_KEY,
+    ERROR_TYPE_KEY,
+    error_from_rpc,
+    error_metadata,
+    error_of,
+    error_parts,
+    status_of,
+)
 from ._tls import SYSTEM_ROOTS, ClientTls, ServerTls
 
 __all__ = [
@@ -26,6 +34,8 @@ __all__ = [
     "approval_mapping",
     "error_from_rpc",
     "error_metadata",
+    "error_of",
+    "error_parts",
     "mapping",
     "status_of",
     "tenant_of",

@@ -88,17 +88,31 @@ def error_metadata(exc: AmberError) -> tuple[tuple[str, str], ...]:
 
 def error_from_rpc(exc: grpc.RpcError) -> AmberError:
     """Rebuild the typed error the server raised (or a transport error)."""
-    code = exc.code()
-    details = exc.details() or ""
     meta = dict(exc.trailing_metadata() or ())
-    name = str(meta.get(ERROR_TYPE_KEY) or "")
+    return error_of(
+        exc.code(),
+        exc.details() or "",
+        str(meta.get(ERROR_TYPE_KEY) or ""),
+        meta.get(ERROR_FIELDS_KEY),
+    )
+
+
+def error_of(code: grpc.StatusCode, details: str, name: str, fields: object) -> AmberError:
+    """Rebuild a typed error from its status code, message, wire name and encoded fields
+    (those of an RPC's status, or of one item of a worker's stream)."""
     cls = error_types().get(name) if name else None
     if cls is not None:
-        return rebuild_error(cls, details, _decoded_fields(meta.get(ERROR_FIELDS_KEY)))
+        return rebuild_error(cls, details, _decoded_fields(fields))
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return RetryableError(f"server unavailable: {details}")
     where = f" ({name})" if name else ""
     return RemoteError(f"{code.name}{where}: {details}", error_type=name)
+
+
+def error_parts(exc: AmberError) -> tuple[str, str, str]:
+    """An error's wire name, message and encoded fields: what an RPC's status carries, for a
+    refusal that travels inside a message instead (one item of a worker's stream)."""
+    return type(exc).wire_name, str(exc), _encoded_fields(error_fields(exc))
 
 
 class _NotData(Exception):

@@ -1390,3 +1390,57 @@ class ListCredentialsResponse(_message.Message):
     PRINCIPALS_FIELD_NUMBER: _ClassVar[int]
     principals: _containers.RepeatedCompositeFieldContainer[PrincipalInfo]
     def __init__(self, principals: _Optional[_Iterable[_Union[PrincipalInfo, _Mapping]]] = ...) -> None: ...
+
+class WorkItem(_message.Message):
+    __slots__ = ("id", "complete", "fail", "heartbeat", "query")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    FAIL_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    complete: CompleteTaskRequest
+    fail: FailTaskRequest
+    heartbeat: HeartbeatRequest
+    query: CompleteQueryRequest
+    def __init__(self, id: _Optional[int] = ..., complete: _Optional[_Union[CompleteTaskRequest, _Mapping]] = ..., fail: _Optional[_Union[FailTaskRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., query: _Optional[_Union[CompleteQueryRequest, _Mapping]] = ...) -> None: ...
+
+class WorkBatch(_message.Message):
+    __slots__ = ("items",)
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    items: _containers.RepeatedCompositeFieldContainer[WorkItem]
+    def __init__(self, items: _Optional[_Iterable[_Union[WorkItem, _Mapping]]] = ...) -> None: ...
+
+class WorkError(_message.Message):
+    __slots__ = ("type", "message", "fields", "code")
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FIELDS_FIELD_NUMBER: _ClassVar[int]
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    type: str
+    message: str
+    fields: str
+    code: str
+    def __init__(self, type: _Optional[str] = ..., message: _Optional[str] = ..., fields: _Optional[str] = ..., code: _Optional[str] = ...) -> None: ...
+
+class WorkAnswer(_message.Message):
+    __slots__ = ("id", "complete", "fail", "heartbeat", "query", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    FAIL_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    complete: CompleteTaskResponse
+    fail: FailTaskResponse
+    heartbeat: HeartbeatResponse
+    query: CompleteQueryResponse
+    error: WorkError
+    def __init__(self, id: _Optional[int] = ..., complete: _Optional[_Union[CompleteTaskResponse, _Mapping]] = ..., fail: _Optional[_Union[FailTaskResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., query: _Optional[_Union[CompleteQueryResponse, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
+
+class WorkAnswers(_message.Message):
+    __slots__ = ("answers",)
+    ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    answers: _containers.RepeatedCompositeFieldContainer[WorkAnswer]
+    def __init__(self, answers: _Optional[_Iterable[_Union[WorkAnswer, _Mapping]]] = ...) -> None: ...

@@ -224,6 +224,11 @@ class AmberStub:
                 request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.SerializeToString,
                 response_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.FromString,
                 _registered_method=True)
+        self.Work = channel.stream_stream(
+                '/amber.v1.Amber/Work',
+                request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.WorkBatch.SerializeToString,
+                response_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.WorkAnswers.FromString,
+                _registered_method=True)
         self.GetStatus = channel.unary_unary(
                 '/amber.v1.Amber/GetStatus',
                 request_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.GetStatusRequest.SerializeToString,
@@ -479,6 +484,15 @@ class AmberServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Work(self, request_iterator, context):
+        """One stream per worker: its reports, heartbeats and query answers travel in batches, and
+        the server answers each batch with one message (the reports of a batch commit together,
+        each under its own checks). Each item is authorised as the unary call it stands for.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetStatus(self, request, context):
         """Operations: the server, its database, URLs, workers and queues (`amber status`).
         """
@@ -691,6 +705,11 @@ def add_AmberServicer_to_server(servicer, server):
                     servicer.ReleaseLeases,
                     request_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.FromString,
                     response_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.SerializeToString,
+            ),
+            'Work': grpc.stream_stream_rpc_method_handler(
+                    servicer.Work,
+                    request_deserializer=amber_dot_runtime_dot_api_dot_amber__pb2.WorkBatch.FromString,
+                    response_serializer=amber_dot_runtime_dot_api_dot_amber__pb2.WorkAnswers.SerializeToString,
             ),
             'GetStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.GetStatus,
@@ -1734,6 +1753,33 @@ class Amber:
             '/amber.v1.Amber/ReleaseLeases',
             amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesRequest.SerializeToString,
             amber_dot_runtime_dot_api_dot_amber__pb2.ReleaseLeasesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Work(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/amber.v1.Amber/Work',
+            amber_dot_runtime_dot_api_dot_amber__pb2.WorkBatch.SerializeToString,
+            amber_dot_runtime_dot_api_dot_amber__pb2.WorkAnswers.FromString,
             options,
             channel_credentials,
             insecure,

@@ -13,6 +13,7 @@ from amber.runtime.api import ClientTls
 from ._async import AsyncAmberClient
 from ._calls import decode, encode
 from ._client import DEFAULT_TARGET, AmberClient
+from ._stream import WorkStream
 from ._token import TOKEN_ENV, discover_token, token_files
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "AmberClient",
     "AsyncAmberClient",
     "ClientTls",
+    "WorkStream",
     "decode",
     "discover_token",
     "encode",

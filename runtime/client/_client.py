@@ -42,13 +42,14 @@ from amber.runtime.model import (
     ThenWorkflow,
     TriageOutcome,
     WorkflowCompletion,
-    from_ms,
 )
 from amber.versions import ModuleVersion, TypeStatus, UploadResult
 
 from . import _calls as calls
+from . import _reports as reports
 from ._calls import decode as decode  # re-exported: callers imported them from here
 from ._calls import encode as encode
+from ._stream import WorkStream
 
 T = TypeVar("T")
 DEFAULT_TARGET = "127.0.0.1:7233"
@@ -623,10 +624,10 @@ class AmberClient:
     ) -> Reported:
         """`complete_workflow`, with the events it appended (for a worker keeping the run's
         history)."""
-        request = pb.CompleteTaskRequest(
-            stats=m.stats_to_pb(task, stats), workflow=m.workflow_completion_to_pb(done)
+        request = reports.workflow_request(
+            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
         )
-        return self._reported(request, task, worker_id, next_queue)
+        return reports.reported(task, self._call(self._stub.CompleteTask, request))
 
     def complete_activity(
         self,
@@ -655,23 +656,10 @@ class AmberClient:
         """`complete_activity`; with `then`, the run's next workflow activation, run by the
         worker after this activity, applied with it if the run has not moved on
         (`Reported.combined` says whether it was)."""
-        request = pb.CompleteTaskRequest(
-            stats=m.stats_to_pb(task, stats), activity=m.activity_completion_to_pb(outcome)
+        request = reports.activity_request(
+            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats, then=then
         )
-        if then is not None:
-            m.then_workflow_to_pb(request, then)
-        return self._reported(request, task, worker_id, next_queue)
-
-    def _reported(
-        self,
-        request: pb.CompleteTaskRequest,
-        task: LeasedTask,
-        worker_id: str,
-        next_queue: str | None,
-    ) -> Reported:
-        self._fill(request, task, worker_id, next_queue)
-        response = self._call(self._stub.CompleteTask, request)
-        return m.reported_from_pb(task.run_id, response)
+        return reports.reported(task, self._call(self._stub.CompleteTask, request))
 
     def fail_task(
         self,
@@ -682,38 +670,8 @@ class AmberClient:
         next_queue: str | None = None,
     ) -> LeasedTask | None:
         """Report a failed attempt; with `next_queue`, lease the next task in the same call."""
-        request = pb.FailTaskRequest(
-            stats=m.stats_to_pb(task, None, fuel_used=report.fuel_used or 0),
-            failure=m.failure_report_to_pb(report),
-        )
-        return self._report(self._stub.FailTask, request, task, worker_id, next_queue)
-
-    def _report(
-        self,
-        rpc: Callable[..., pb.CompleteTaskResponse | pb.FailTaskResponse],
-        request: pb.CompleteTaskRequest | pb.FailTaskRequest,
-        task: LeasedTask,
-        worker_id: str,
-        next_queue: str | None,
-    ) -> LeasedTask | None:
-        """Send a task outcome; returns the next task leased with it, if any."""
-        self._fill(request, task, worker_id, next_queue)
-        return _next(self._call(rpc, request))
-
-    @staticmethod
-    def _fill(
-        request: pb.CompleteTaskRequest | pb.FailTaskRequest,
-        task: LeasedTask,
-        worker_id: str,
-        next_queue: str | None,
-    ) -> None:
-        """Fill in what every task outcome carries: the lease, the worker, the next task wanted."""
-        request.task_id = task.task_id
-        request.fencing = task.fencing
-        request.worker_id = worker_id
-        request.run_id = task.run_id
-        request.want_next = next_queue is not None
-        request.next_queue = next_queue or ""
+        request = reports.failure_request(task, report, worker_id=worker_id, next_queue=next_queue)
+        return reports.next_task(self._call(self._stub.FailTask, request))
 
     def heartbeat(
         self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
@@ -722,18 +680,8 @@ class AmberClient:
 
         Raises `LeaseLost` if the task is no longer ours; says if cancellation was requested.
         """
-        request = pb.HeartbeatRequest(
-            task_id=task.task_id,
-            fencing=task.fencing,
-            worker_id=worker_id,
-            details=details or b"",
-            has_details=details is not None,
-        )
-        response = self._call(self._stub.Heartbeat, request)
-        return HeartbeatAck(
-            lease_expires_at=from_ms(response.lease_expires_ms),
-            cancel_requested=response.cancel_requested,
-        )
+        request = reports.heartbeat_request(task, worker_id=worker_id, details=details)
+        return reports.heartbeat_ack(self._call(self._stub.Heartbeat, request))
 
     def release_leases(self, worker_id: str) -> int:
         """Give up every lease held under `worker_id` (each becomes a failed "worker lost"
@@ -752,16 +700,17 @@ class AmberClient:
         ended: str = "",
     ) -> None:
         """Answer a query task (`result` is the published value, or `error` why there is none)."""
-        request = pb.CompleteQueryRequest(
-            task_id=task.task_id,
-            fencing=task.fencing,
-            worker_id=worker_id,
-            result=result or b"",
-            error=m.error_to_pb(error),
-            ended=ended,
+        request = reports.query_request(
+            task, worker_id=worker_id, result=result, error=error, ended=ended
         )
         self._call(self._stub.CompleteQuery, request)
 
-
-def _next(response: pb.CompleteTaskResponse | pb.FailTaskResponse) -> LeasedTask | None:
-    return m.leased_from_pb(response.next) if response.HasField("next") else None
+    def work_stream(self, *, max_batch: int = 64) -> WorkStream:
+        """A stream that carries this worker's reports, heartbeats and query answers in
+        batches: it has the same methods as this client for them (a worker uses one)."""
+        metadata = self._credentials.metadata(operator=False)
+        return WorkStream(
+            lambda batches: self._stub.Work(batches, metadata=metadata),
+            timeout_s=self._timeout,
+            max_batch=max_batch,
+        )

@@ -55,7 +55,7 @@ _OPERATOR: Final = _APPLICATION | {
 }  # fmt: skip
 _WORKER: Final = frozenset(
     {"PollTask", "CompleteTask", "FailTask", "Heartbeat", "CompleteQuery", "ReleaseLeases",
-     "GetModule"}
+     "GetModule", "Work"}
 )  # fmt: skip
 _TRUSTED_TOKENS: Final = 10_000
 OPEN_METHODS: Final = frozenset({"DecideApproval"})

@@ -10,12 +10,16 @@ the timing.
 - **Span**: each call is a server span, a child of the caller's trace context when the metadata
   carries one (`traceparent`), with the method and status code.
 - **Timing**: seconds by method and status code, for the metrics.
+
+A worker's stream (`Work`) gets the same, per batch: the gate before each batch, the access
+check of each item as the unary call it stands for (a refusal ends the stream with that
+status), a span and a timing per batch.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import grpc
@@ -29,6 +33,8 @@ from amber.runtime.api import error_metadata, status_of
 from amber.runtime.model import source_of
 from amber.runtime.tracing import context_from_metadata
 
+from ._worker_rpc import ITEM_METHODS
+
 RpcObserver = Callable[[str, str, float], None]
 """Told each call's method name, status code name and seconds."""
 Access = Callable[[str, Any, Any, str], object]
@@ -39,7 +45,7 @@ UNGATED_PREFIX = "/grpc.health.v1.Health/"
 
 
 class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
-    """A server interceptor for unary calls (every Amber RPC is unary)."""
+    """A server interceptor for unary calls and the workers' stream."""
 
     def __init__(
         self,
@@ -61,6 +67,8 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
+        if handler is not None and handler.stream_stream is not None:
+            return self._framed_stream(handler, handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
         full = str(handler_call_details.method)
@@ -122,6 +130,80 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
                 otel_context.detach(token)
 
         return grpc.unary_unary_rpc_method_handler(
+            framed,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )
+
+    def _framed_stream(
+        self, handler: grpc.RpcMethodHandler, details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler:
+        method = str(details.method).rsplit("/", 1)[-1]
+        metadata = details.invocation_metadata
+        inner, observe, down, spans, access = (
+            handler.stream_stream,
+            self._observe,
+            self._down,
+            self._spans,
+            self._access,
+        )
+
+        def refuse(context: grpc.ServicerContext, exc: AmberError) -> None:
+            context.set_trailing_metadata(error_metadata(exc))
+            context.abort(status_of(exc), str(exc))
+
+        def framed(batches: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            source = source_of(context.peer())
+            started = [time.perf_counter()]
+            if access is not None:  # the stream itself, before any item: who opens it
+                try:
+                    access(method, metadata, handler.request_deserializer(b""), source)
+                except AmberError as refused:
+                    refuse(context, refused)
+
+            def checked() -> Iterator[Any]:
+                for batch in batches:
+                    started[0] = time.perf_counter()
+                    problem = down()
+                    if problem is not None:
+                        refuse(context, StoreUnavailable(f"{problem}; the stream ends here"))
+                    if access is not None:
+                        for item in batch.items:
+                            kind = item.WhichOneof("call")
+                            if kind is None:
+                                continue  # answered as invalid by the servicer
+                            try:
+                                access(ITEM_METHODS[kind], metadata, getattr(item, kind), source)
+                            except AmberError as refused:
+                                refuse(context, refused)
+                    yield batch
+
+            code = "OK"
+            try:
+                for answers in inner(checked(), context):
+                    seconds = time.perf_counter() - started[0]
+                    observe(method, "OK", seconds)
+                    if spans is not None:
+                        span = spans.start_span(
+                            f"amber.rpc/{method}",
+                            kind=SpanKind.SERVER,
+                            start_time=time.time_ns() - int(seconds * 1e9),
+                            attributes={
+                                "rpc.system": "grpc",
+                                "rpc.method": method,
+                                "amber.items": len(answers.answers),
+                            },
+                        )
+                        span.end()
+                    yield answers
+            except BaseException:
+                code = _code(context) or "UNKNOWN"
+                raise
+            finally:
+                if code != "OK":
+                    observe(method, code, time.perf_counter() - started[0])
+
+        return grpc.stream_stream_rpc_method_handler(
             framed,
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,

@@ -5,22 +5,21 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from amber.abi import InvalidInput
-from amber.history import QueryAnswer, RunQuery, RunStatus
+from amber.history import RunQuery, RunStatus
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.api import mapping as m
 from amber.runtime.api import tenant_of
 from amber.runtime.approvals import ApprovalService
-from amber.runtime.model import Clock, SignalRequest, StartRequest, to_ms
+from amber.runtime.model import Clock, SignalRequest, StartRequest
 from amber.runtime.services import (
     AuditService,
-    Claim,
     CredentialService,
     MigrationService,
     Notifier,
@@ -38,6 +37,7 @@ from ._operators import Operators
 from ._rpc import rpc as _rpc
 from ._status import StatusBoard
 from ._triage_rpc import TriageRpcs, operator_token
+from ._worker_rpc import WorkerCalls
 
 _log = logging.getLogger(__name__)
 MAX_POLL_WAIT_S = 60.0
@@ -75,7 +75,6 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
         ApprovalRpcs.__init__(self, approvals, operators)
         AuditRpcs.__init__(self, audit)
         AuthRpcs.__init__(self, credentials, checking=checks_credentials)
-        self._checks_credentials = checks_credentials
         self._runs = runs
         self._tasks = tasks
         self._registry = registry
@@ -85,12 +84,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
         self._rollout = rollout
         self._migration = migration
         self._board = board
-
-    def _holder(self, worker_id: str) -> str | None:
-        """Whom a report must come from: on a server that checks credentials, the worker (its
-        id prefixed with its principal's) holding the lease; elsewhere the fencing token alone
-        names the lease, as before."""
-        return worker_id if self._checks_credentials else None
+        self._worker_calls = WorkerCalls(tasks, default_queue, checks_credentials)
 
     def _actor(self, context: Any, claimed: str) -> str:
         """Who runs an operator command: the token's operator where the server checks tokens,
@@ -390,13 +384,6 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
             notifier.pass_on(queue, pool)
         return pb.PollTaskResponse()
 
-    def _claim(self, want: bool, queue: str, worker_id: str) -> Claim | None:
-        if not want:
-            return None
-        if not worker_id:
-            raise InvalidInput("worker_id is required to receive a next task")
-        return Claim(queue=queue or self._default_queue, worker=worker_id)
-
     def _until_visible(self, queue: str, pool: str) -> float:
         """Seconds until the queue's next delayed task becomes visible (or a safety recheck)."""
         visible_at = self._tasks.next_visible(queue, pool)
@@ -409,58 +396,15 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
     def CompleteTask(
         self, request: pb.CompleteTaskRequest, context: Any
     ) -> pb.CompleteTaskResponse:
-        which = request.WhichOneof("completion")
-        claim = self._claim(request.want_next, request.next_queue, request.worker_id)
-        audit = self._tasks.refused_report(request.run_id, request.worker_id, f"{which} report")
-        with audit:
-            if which == "workflow":
-                done = m.workflow_completion_from_pb(request.workflow)
-                recorded = self._tasks.complete_workflow(
-                    task_id=request.task_id,
-                    fencing=request.fencing,
-                    done=done,
-                    claim_next=claim,
-                    fuel=request.stats.fuel_used,
-                    holder=self._holder(request.worker_id),
-                )
-            elif which == "activity":
-                recorded = self._tasks.complete_activity(
-                    task_id=request.task_id,
-                    fencing=request.fencing,
-                    outcome=m.activity_completion_from_pb(request.activity),
-                    claim_next=claim,
-                    fuel=request.stats.fuel_used,
-                    then=m.then_workflow_from_pb(request),
-                    holder=self._holder(request.worker_id),
-                )
-            else:
-                raise InvalidInput("CompleteTask needs a workflow or an activity completion")
-        return m.recorded_to_pb(recorded)
+        return self._worker_calls.complete(request)
 
     @_rpc
     def FailTask(self, request: pb.FailTaskRequest, context: Any) -> pb.FailTaskResponse:
-        with self._tasks.refused_report(request.run_id, request.worker_id, "failure report"):
-            claimed = self._tasks.fail(
-                task_id=request.task_id,
-                fencing=request.fencing,
-                failure=m.failure_report_from_pb(request.failure),
-                worker=request.worker_id,
-                claim_next=self._claim(request.want_next, request.next_queue, request.worker_id),
-                holder=self._holder(request.worker_id),
-            )
-        return pb.FailTaskResponse(next=m.claimed_to_pb(claimed) if claimed else None)
+        return self._worker_calls.fail(request)
 
     @_rpc
     def Heartbeat(self, request: pb.HeartbeatRequest, context: Any) -> pb.HeartbeatResponse:
-        ack = self._tasks.heartbeat(
-            task_id=request.task_id,
-            fencing=request.fencing,
-            details=request.details if request.has_details else None,
-            holder=self._holder(request.worker_id),
-        )
-        return pb.HeartbeatResponse(
-            lease_expires_ms=to_ms(ack.lease_expires_at), cancel_requested=ack.cancel_requested
-        )
+        return self._worker_calls.heartbeat(request)
 
     @_rpc
     def ReleaseLeases(
@@ -473,19 +417,12 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
     def CompleteQuery(
         self, request: pb.CompleteQueryRequest, context: Any
     ) -> pb.CompleteQueryResponse:
-        if request.HasField("error"):
-            answer = QueryAnswer(
-                result=None, error_type=request.error.type, message=request.error.message
-            )
-        else:
-            answer = QueryAnswer(result=request.result, message=request.ended)
-        self._tasks.complete_query(
-            task_id=request.task_id,
-            fencing=request.fencing,
-            answer=answer,
-            holder=self._holder(request.worker_id),
-        )
-        return pb.CompleteQueryResponse()
+        return self._worker_calls.complete_query(request)
+
+    def Work(
+        self, request_iterator: Iterator[pb.WorkBatch], context: Any
+    ) -> Iterator[pb.WorkAnswers]:
+        return self._worker_calls.stream(request_iterator)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

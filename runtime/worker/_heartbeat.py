@@ -13,7 +13,7 @@ from datetime import datetime
 
 from amber.abi import AmberError
 from amber.history import LeaseLost
-from amber.runtime.client import AmberClient
+from amber.runtime.client import AmberClient, WorkStream
 from amber.runtime.model import Clock, HeartbeatAck, LeasedTask
 
 _log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class _Beat:
 class Heartbeats(threading.Thread):
     """Keeps the leases of the tasks being run alive (tracked from lease to report)."""
 
-    def __init__(self, client: AmberClient, worker_id: str, clock: Clock) -> None:
+    def __init__(self, client: AmberClient | WorkStream, worker_id: str, clock: Clock) -> None:
         super().__init__(name="amber-heartbeat", daemon=True)
         self._client, self._worker_id, self._clock = client, worker_id, clock
         self._cond = threading.Condition()

@@ -34,7 +34,7 @@ from amber.abi import (
     pack,
 )
 from amber.history import ActivityCompleted, Event, LeaseLost, TaskKind, VersionConflict
-from amber.runtime.client import AmberClient
+from amber.runtime.client import AmberClient, WorkStream
 from amber.runtime.metrics import WorkerMetrics
 from amber.runtime.model import (
     Clock,
@@ -100,6 +100,9 @@ class WorkerSettings:
     run_copies: int = 1024
     """Histories of recently served runs kept, so that after an activity completes the worker
     runs the workflow's next activation itself and reports both at once (0: never)."""
+    stream: bool = True
+    """Send reports, heartbeats and query answers in batches on one stream (`WorkStream`),
+    which the server records a batch at a time (group commit); False: a unary call each."""
 
 
 class DetailedTrace(Protocol):
@@ -137,7 +140,10 @@ class Worker:
         self._stop = threading.Event()
         self.refused: NotAuthorised | None = None
         """Why the server refused this worker (its credential or role), which stopped it."""
-        self._heartbeat = Heartbeats(client, self.settings.worker_id, self._clock)
+        self.stream = client.work_stream() if self.settings.stream else None
+        """The stream its reports travel on (None: unary calls)."""
+        self._reports: AmberClient | WorkStream = self.stream or client
+        self._heartbeat = Heartbeats(self._reports, self.settings.worker_id, self._clock)
         self._heartbeat.start()
         self._tracer = spans or tracer()
         self._counting = threading.Lock()
@@ -156,6 +162,12 @@ class Worker:
     def stop(self) -> None:
         self._stop.set()
         self._heartbeat.stop()
+
+    def close(self) -> None:
+        """Stop, and end the stream (after `run` returned: reports still in flight fail)."""
+        self.stop()
+        if self.stream is not None:
+            self.stream.close()
 
     def run(self) -> None:
         """Poll and execute until `stop()`, in `settings.slots` threads; survives server
@@ -331,7 +343,7 @@ class Worker:
         try:
             return self._deliver(
                 task,
-                lambda: self._client.fail_task(
+                lambda: self._reports.fail_task(
                     task, report, worker_id=self.settings.worker_id, next_queue=self._next_queue
                 ),
             )
@@ -410,7 +422,7 @@ class Worker:
         result = pack(verdict)
         self._deliver(
             task,
-            lambda: self._client.complete_query(
+            lambda: self._reports.complete_query(
                 task, worker_id=self.settings.worker_id, result=result, error=None
             ),
         )
@@ -433,7 +445,7 @@ class Worker:
         )
         reported = self._deliver(
             task,
-            lambda: self._client.report_workflow(
+            lambda: self._reports.report_workflow(
                 task,
                 done,
                 worker_id=self.settings.worker_id,
@@ -536,7 +548,7 @@ class Worker:
             error = ErrorInfo(type=type(fault).__name__, message=fault.detail)
         self._deliver(
             task,
-            lambda: self._client.complete_query(
+            lambda: self._reports.complete_query(
                 task, worker_id=self.settings.worker_id, result=result, error=error, ended=ended
             ),
         )
@@ -585,7 +597,7 @@ class Worker:
         then = self._then_workflow(task, report.outcome)
         reported = self._deliver(
             task,
-            lambda: self._client.report_activity(
+            lambda: self._reports.report_activity(
                 task,
                 report.outcome,
                 worker_id=self.settings.worker_id,

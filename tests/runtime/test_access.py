@@ -299,3 +299,36 @@ def test_a_client_finds_its_credential_like_the_cli(
     monkeypatch.setenv("AMBER_TOKEN", "amb_from_the_environment")
     with pytest.raises(NotAuthenticated, match="unknown, rotated or revoked"):
         secured.client(None).list_runs()
+
+
+def test_the_workers_stream_is_checked_item_by_item(
+    secured: Secured, modules: dict[str, bytes], db: Database
+) -> None:
+    secured.admin.upload_version(modules["orders"], promote=True)
+    app = secured.grant("shop", "application")
+    app.start_run("orders", ORDER, workflow_id="o-1")
+    ours = secured.grant("fleet-a", "worker")
+    theirs = secured.grant("fleet-b", "worker", queues=["other"])
+    task = ours.poll_task(worker_id="w-1", wait_s=5)
+    assert task is not None
+
+    streams = [c.work_stream() for c in (secured.client(), app, theirs, ours)]
+    anonymous, application, other_fleet, own = streams
+    try:
+        with pytest.raises(NotAuthenticated, match="needs a credential"):
+            anonymous.heartbeat(task, worker_id="w-1")
+        with pytest.raises(NotAuthorised, match=r"shop \(application\) may not call Work"):
+            application.heartbeat(task, worker_id="w-1")
+        # Another fleet's items name its own holder: the lease is not theirs.
+        with pytest.raises(LeaseLost):
+            other_fleet.heartbeat(task, worker_id="w-1")
+        failure = FailureReport(reason="trap", message="forged")
+        with pytest.raises(LeaseLost):
+            other_fleet.fail_task(task, failure, worker_id="w-1")
+        with pytest.raises(NotAuthorised, match="may not serve queue 'main'"):
+            other_fleet.fail_task(task, failure, worker_id="w-1", next_queue="main")
+        assert _tasks(db) == [("workflow", "leased", "fleet-a/w-1")]
+        assert own.heartbeat(task, worker_id="w-1").cancel_requested is False
+    finally:
+        for stream in streams:
+            stream.close()

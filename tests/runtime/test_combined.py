@@ -73,7 +73,8 @@ def test_a_signal_between_activation_and_report_falls_back_and_loses_neither(
     run_id = _start_chain(srv, modules, k=2)
     worker = _worker(srv.client, sandbox)
     reports: list[Reported] = []
-    real = srv.client.report_activity
+    assert worker.stream is not None  # reports travel on the worker's stream
+    real = worker.stream.report_activity
 
     def signal_first(task: LeasedTask, outcome: ActivityOutcome, **kwargs: Any) -> Reported:
         if not reports:  # the run's head moves after the worker ran the next activation
@@ -81,7 +82,7 @@ def test_a_signal_between_activation_and_report_falls_back_and_loses_neither(
         reports.append(real(task, outcome, **kwargs))
         return reports[-1]
 
-    monkeypatch.setattr(srv.client, "report_activity", signal_first)
+    monkeypatch.setattr(worker.stream, "report_activity", signal_first)
     closed = drive(worker, srv.client, run_id)
     assert decode(closed.result) == {"value": 12}
     assert [r.combined for r in reports] == [False, True]

@@ -285,7 +285,9 @@ def test_commits_whose_answer_is_lost_apply_once(
     history = srv.client.history(run_id)
     assert [e.type for e in history].count(EventType.SIGNAL_RECEIVED) == 1
 
-    real = srv.client.report_activity
+    worker = make_worker(srv.client, sandbox)
+    assert worker.stream is not None
+    real = worker.stream.report_activity
     combined: list[bool] = []
 
     def losing_its_answer(task: LeasedTask, outcome: object, **kwargs: object) -> object:
@@ -294,8 +296,8 @@ def test_commits_whose_answer_is_lost_apply_once(
         combined.append(reported.combined)
         return reported
 
-    monkeypatch.setattr(srv.client, "report_activity", losing_its_answer)
-    run = drive(make_worker(srv.client, sandbox), srv.client, run_id, 60)
+    monkeypatch.setattr(worker.stream, "report_activity", losing_its_answer)
+    run = drive(worker, srv.client, run_id, 60)
     assert run.status is RunStatus.COMPLETED and decode(run.result) == {"value": 3}
     assert proxy.commits_lost == 4 and any(combined)
     events = srv.client.history(run_id)

@@ -1,0 +1,261 @@
+"""A worker's stream to the server: its reports, heartbeats and query answers travel as batches
+on one bidirectional gRPC stream instead of a unary call each.
+
+Callers block as they would on the unary call and get the same answer or the same typed error
+(each item is answered on its own). While a batch is with the server, the items that arrive
+queue up and leave together as the next batch, once its answer is back: the busier the worker,
+the larger its batches, and a lone item goes at once. The server records a batch's reports in
+one transaction (group commit).
+
+A broken stream fails the items waiting on it with the error it ended with (`RetryableError`
+when the server went away) and the next item opens a new stream. Resending an item whose answer
+was lost is safe, as it is for the unary calls: the report carries its lease's fencing token,
+so a report the server already applied is refused as `LeaseLost`, never applied twice.
+
+Rejected: several batches in flight at once (the server answers a stream's batches in order,
+so a second batch would only wait there, smaller than it could have been); grpc.aio (the worker
+is threaded, and on a stream the two APIs cost the same per message).
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from amber.abi import ActivityOutcome, AmberError, ErrorInfo, RetryableError
+from amber.runtime.api import amber_pb2 as pb
+from amber.runtime.api import error_from_rpc, error_of
+from amber.runtime.model import (
+    ActivationStats,
+    FailureReport,
+    HeartbeatAck,
+    LeasedTask,
+    Reported,
+    ThenWorkflow,
+    WorkflowCompletion,
+)
+
+from . import _reports as reports
+
+OpenStream = Callable[[Iterator[pb.WorkBatch]], Any]
+"""Opens the `Work` call on an iterator of batches: an iterator of answers that can `cancel()`."""
+
+
+class WorkStream:
+    """A worker's reports over one stream, in batches. Thread-safe: every slot of a worker
+    sends through the same one. Its methods are `AmberClient`'s for the same calls."""
+
+    def __init__(self, open_stream: OpenStream, *, timeout_s: float, max_batch: int = 64) -> None:
+        self._open = open_stream
+        self._timeout = timeout_s
+        self._max_batch = max(1, max_batch)
+        self._lock = threading.Lock()
+        self._line: _Line | None = None
+        self._ids = itertools.count(1)
+        self._closed = False
+        self.batches = 0
+        """Batches sent (for the metrics and the benchmark: items per batch)."""
+        self.items = 0
+
+    def close(self) -> None:
+        """End the stream; items still waiting fail with `RetryableError`."""
+        with self._lock:
+            self._closed = True
+            line, self._line = self._line, None
+        if line is not None:
+            line.close()
+
+    def _ask(self, item: pb.WorkItem) -> pb.WorkAnswer:
+        waiter = _Waiter()
+        with self._lock:
+            if self._closed:
+                raise RetryableError("the worker's stream is closed")
+            item.id = next(self._ids)
+            line = self._line
+            if line is None or line.ended is not None:
+                line = self._line = _Line(self._open, self._max_batch, self._sent)
+            line.send(item, waiter)
+        return waiter.wait(self._timeout)
+
+    def _sent(self, items: int) -> None:
+        self.batches += 1
+        self.items += items
+
+    # -- the calls -------------------------------------------------------------------------
+
+    def report_workflow(
+        self,
+        task: LeasedTask,
+        done: WorkflowCompletion,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+    ) -> Reported:
+        """`AmberClient.report_workflow`, on the stream."""
+        request = reports.workflow_request(
+            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
+        )
+        return reports.reported(task, self._ask(pb.WorkItem(complete=request)).complete)
+
+    def report_activity(
+        self,
+        task: LeasedTask,
+        outcome: ActivityOutcome,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+        then: ThenWorkflow | None = None,
+    ) -> Reported:
+        """`AmberClient.report_activity`, on the stream."""
+        request = reports.activity_request(
+            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats, then=then
+        )
+        return reports.reported(task, self._ask(pb.WorkItem(complete=request)).complete)
+
+    def fail_task(
+        self,
+        task: LeasedTask,
+        report: FailureReport,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+    ) -> LeasedTask | None:
+        """`AmberClient.fail_task`, on the stream."""
+        request = reports.failure_request(task, report, worker_id=worker_id, next_queue=next_queue)
+        return reports.next_task(self._ask(pb.WorkItem(fail=request)).fail)
+
+    def heartbeat(
+        self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
+    ) -> HeartbeatAck:
+        """`AmberClient.heartbeat`, on the stream."""
+        request = reports.heartbeat_request(task, worker_id=worker_id, details=details)
+        return reports.heartbeat_ack(self._ask(pb.WorkItem(heartbeat=request)).heartbeat)
+
+    def complete_query(
+        self,
+        task: LeasedTask,
+        *,
+        worker_id: str,
+        result: bytes | None,
+        error: ErrorInfo | None,
+        ended: str = "",
+    ) -> None:
+        """`AmberClient.complete_query`, on the stream."""
+        request = reports.query_request(
+            task, worker_id=worker_id, result=result, error=error, ended=ended
+        )
+        self._ask(pb.WorkItem(query=request))
+
+
+class _Waiter:
+    """One item's caller, waiting for its answer."""
+
+    __slots__ = ("_answer", "_done", "_error")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._answer: pb.WorkAnswer | None = None
+        self._error: AmberError | None = None
+
+    def answer(self, answer: pb.WorkAnswer) -> None:
+        self._answer = answer
+        self._done.set()
+
+    def fail(self, error: AmberError) -> None:
+        self._error = error
+        self._done.set()
+
+    def wait(self, timeout_s: float) -> pb.WorkAnswer:
+        if not self._done.wait(timeout_s):
+            raise RetryableError(f"no answer on the worker's stream within {timeout_s:g} s")
+        if self._error is not None:
+            raise self._error
+        answer = self._answer
+        assert answer is not None
+        if answer.WhichOneof("answer") == "error":
+            e = answer.error
+            code = getattr(grpc.StatusCode, e.code, grpc.StatusCode.INTERNAL)
+            raise error_of(code, e.message, e.type, e.fields)
+        return answer
+
+
+class _Line:
+    """One open stream: the batches it sends, the answers it reads, the items awaiting them."""
+
+    def __init__(self, open_stream: OpenStream, max_batch: int, sent: Callable[[int], None]):
+        self._max_batch = max_batch
+        self._sent = sent
+        self._queue: queue.SimpleQueue[pb.WorkItem | None] = queue.SimpleQueue()
+        self._window = threading.Semaphore(1)
+        """One batch at the server at a time: the next one gathers what comes meanwhile."""
+        self._lock = threading.Lock()
+        self._waiting: dict[int, _Waiter] = {}
+        self.ended: AmberError | None = None
+        """Why the stream ended (None while it is open)."""
+        self._answers = open_stream(self._batches())
+        threading.Thread(target=self._read, name="amber-work-stream", daemon=True).start()
+
+    def send(self, item: pb.WorkItem, waiter: _Waiter) -> None:
+        with self._lock:
+            if self.ended is not None:
+                raise self.ended
+            self._waiting[item.id] = waiter
+        self._queue.put(item)
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._answers.cancel()
+
+    def _batches(self) -> Iterator[pb.WorkBatch]:
+        """What gRPC sends: each batch as soon as the one before it is answered."""
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            self._window.acquire()
+            if self.ended is not None:
+                return
+            items = [first]
+            while len(items) < self._max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    self._queue.put(None)  # ends the stream after this batch
+                    break
+                items.append(item)
+            self._sent(len(items))
+            yield pb.WorkBatch(items=items)
+
+    def _read(self) -> None:
+        error: AmberError
+        try:
+            for answers in self._answers:
+                self._window.release()
+                for answer in answers.answers:
+                    with self._lock:
+                        waiter = self._waiting.pop(answer.id, None)
+                    if waiter is not None:
+                        waiter.answer(answer)
+            error = RetryableError("the server ended the worker's stream")
+        except grpc.RpcError as exc:
+            error = error_from_rpc(exc)
+            if isinstance(error, RetryableError) or exc.code() is grpc.StatusCode.CANCELLED:
+                error = RetryableError(f"the worker's stream broke: {error}")
+        except Exception as exc:  # a transport bug must not strand the waiting slots
+            error = RetryableError(f"the worker's stream failed: {exc!r}")
+        with self._lock:
+            self.ended = error
+            waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            waiter.fail(error)
+        self._window.release()
+        self._queue.put(None)

@@ -1,0 +1,192 @@
+"""The workers' stream (`Work`) and the group commit behind it, against a real server, database
+and sandbox: each item of a batch is kept or refused on its own, and a stream cut while a batch
+is at the server loses nothing and applies nothing twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import grpc
+import pytest
+
+from amber.abi import InvalidInput
+from amber.history import EventType, LeaseLost, RunStatus, VersionConflict
+from amber.runtime.api import amber_pb2 as pb
+from amber.runtime.api import amber_pb2_grpc as pb_grpc
+from amber.runtime.client import AmberClient, decode
+from amber.runtime.client._reports import workflow_request
+from amber.runtime.model import LeasedTask, WorkflowCompletion
+from amber.runtime.replay import WorkflowActivation, activate_workflow
+from amber.runtime.sandbox import Sandbox, SandboxLimits
+from amber.runtime.worker import Worker, WorkerSettings
+from amber.runtime.worker._worker import _completion
+from tests.conftest import InProcessServer, wait_for
+from tests.history._proxy import PgProxy
+
+
+def _start_chains(srv: InProcessServer, modules: dict[str, bytes], n: int, k: int) -> list[str]:
+    srv.client.upload_version(modules["chain"], promote=True)
+    return [srv.client.start_run("chain", {"k": k, "value": 0}).run.run_id for _ in range(n)]
+
+
+def _lease_all(client: AmberClient, n: int) -> list[LeasedTask]:
+    tasks = []
+    for _ in range(n):
+        task = client.poll_task(worker_id="w", wait_s=5)
+        assert task is not None
+        tasks.append(task)
+    return tasks
+
+
+def _activate(sandbox: Sandbox, task: LeasedTask) -> WorkflowCompletion:
+    """What a worker would report for a leased workflow task."""
+    activation = WorkflowActivation(
+        run_id=task.run_id,
+        workflow_type=task.name,
+        digest=task.digest,
+        input=task.input,
+        events=task.events,
+        limits=SandboxLimits(deadline_s=5.0),
+    )
+    return _completion(activate_workflow(sandbox, activation))
+
+
+def _record_group_sizes(srv: InProcessServer, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = srv.server.tasks.record_group
+
+    def counted(reports):  # type: ignore[no-untyped-def]
+        sizes.append(len(reports))
+        return real(reports)
+
+    monkeypatch.setattr(srv.server.tasks, "record_group", counted)
+    return sizes
+
+
+def _exactly_once(client: AmberClient, run_id: str, k: int) -> None:
+    events = client.history(run_id)
+    kinds = Counter(e.type for e in events)
+    scheduled = Counter(e.payload["cmd"] for e in events if e.type is EventType.ACTIVITY_SCHEDULED)
+    completed = Counter(e.payload["cmd"] for e in events if e.type is EventType.ACTIVITY_COMPLETED)
+    assert scheduled == completed == dict.fromkeys(range(k), 1), run_id
+    assert kinds[EventType.RUN_COMPLETED] == 1
+
+
+def test_a_group_commits_every_report_but_the_refused_ones(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    srv = make_server()
+    runs = _start_chains(srv, modules, 3, k=1)
+    tasks = _lease_all(srv.client, 3)
+    reports = {
+        t.run_id: workflow_request(
+            t, _activate(sandbox, t), worker_id="w", next_queue=None, stats=None
+        )
+        for t in tasks
+    }
+    moved = runs[1]
+    srv.client.signal(moved, "nudge", {"n": 1})  # its head moves after the activation read it
+    sizes = _record_group_sizes(srv, monkeypatch)
+
+    items = [pb.WorkItem(id=i + 1, complete=reports[run]) for i, run in enumerate(runs)]
+    items.append(pb.WorkItem(id=4, complete=reports[runs[0]]))  # the same report again
+    items.append(pb.WorkItem(id=5))  # carries nothing
+    stub = pb_grpc.AmberStub(grpc.insecure_channel(srv.target))  # type: ignore[no-untyped-call]
+    (answers,) = list(stub.Work(iter([pb.WorkBatch(items=items)]), timeout=20))
+    by_id = {a.id: a for a in answers.answers}
+
+    assert sizes == [4]  # the four reports went to the database as one group
+    assert sorted(by_id) == [1, 2, 3, 4, 5]
+    assert by_id[1].WhichOneof("answer") == "complete"
+    assert by_id[3].WhichOneof("answer") == "complete"
+    assert by_id[2].error.type == VersionConflict.wire_name
+    assert by_id[4].error.type == LeaseLost.wire_name  # applied once: the copy is refused
+    assert by_id[5].error.type == InvalidInput.wire_name
+    assert by_id[5].error.code == "INVALID_ARGUMENT"
+
+    def scheduled(run: str) -> int:
+        return [e.type for e in srv.client.history(run)].count(EventType.ACTIVITY_SCHEDULED)
+
+    assert [scheduled(run) for run in runs] == [1, 0, 1]
+    # The refused run is not lost: its workflow task runs again and the run completes.
+    worker = Worker(srv.client, sandbox, WorkerSettings(worker_id="after", poll_wait_s=0.2))
+    deadline = time.monotonic() + 30
+    while not all(srv.client.result(r).status.closed for r in runs):
+        assert time.monotonic() < deadline, "runs did not complete"
+        worker.run_once(wait_s=0.2)
+    for run in runs:
+        assert srv.client.result(run).status is RunStatus.COMPLETED
+        _exactly_once(srv.client, run, 1)
+
+
+def test_the_stream_raises_each_items_own_typed_error(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv = make_server()
+    _start_chains(srv, modules, 1, k=1)
+    (task,) = _lease_all(srv.client, 1)
+    done = _activate(sandbox, task)
+    stream = srv.client.work_stream()
+    try:
+        assert stream.heartbeat(task, worker_id="w").cancel_requested is False
+        reported = stream.report_workflow(task, done, worker_id="w")
+        assert [e.type for e in reported.appended] == [EventType.ACTIVITY_SCHEDULED]
+        with pytest.raises(LeaseLost):
+            stream.report_workflow(task, done, worker_id="w")
+        with pytest.raises(LeaseLost):
+            stream.heartbeat(task, worker_id="w")
+        assert stream.batches >= 4 and stream.items == 4
+    finally:
+        stream.close()
+
+
+def test_a_stream_cut_while_a_batch_is_at_the_server_loses_and_duplicates_nothing(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    srv = make_server()
+    runs = _start_chains(srv, modules, 8, k=3)
+    port = int(srv.target.rsplit(":", 1)[1])
+    proxy = PgProxy(("127.0.0.1", port))  # any TCP: here, in front of the gRPC server
+    client = AmberClient(f"127.0.0.1:{proxy.port}", timeout_s=20)
+    cut_groups: list[int] = []
+    real = srv.server.tasks.record_group
+
+    def committed_then_cut(reports):  # type: ignore[no-untyped-def]
+        results = real(reports)
+        if len(cut_groups) < 3 and (len(reports) > 1 or len(cut_groups) >= 1):
+            # The group committed; its answer never reaches the worker.
+            cut_groups.append(len(reports))
+            proxy.cut()
+            threading.Timer(0.3, proxy.restore).start()
+        return results
+
+    monkeypatch.setattr(srv.server.tasks, "record_group", committed_then_cut)
+    settings = WorkerSettings(worker_id="cut", slots=4, poll_wait_s=0.2)
+    worker = Worker(client, sandbox, settings)
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    try:
+        wait_for(
+            lambda: all(srv.client.result(r).status.closed for r in runs),
+            60,
+            "every run to close across the cuts",
+        )
+    finally:
+        worker.close()
+        serving.join(timeout=10)
+        client.close()
+        proxy.close()
+    assert len(cut_groups) == 3 and max(cut_groups) > 1, cut_groups
+    for run in runs:
+        result = srv.client.result(run)
+        assert result.status is RunStatus.COMPLETED and decode(result.result) == {"value": 3}
+        _exactly_once(srv.client, run, 3)
