@@ -765,6 +765,16 @@ def _commits(db: _Db | None, settle_s: float) -> int | None:
 # -- output ----------------------------------------------------------------------------------
 
 
+def _batches(result: dict[str, Any]) -> str:
+    """Items per batch on the workers' streams over the throughput phase (a batch's reports
+    commit together)."""
+    counted = (result.get("server_metrics") or {}).get("throughput_phase") or {}
+    batches, items = counted.get("stream_batches"), counted.get("stream_items")
+    if not batches or items is None:
+        return "- (unary reports, or no metrics)"
+    return f"{items / batches:.2f} items per batch ({batches:.0f} batches)"
+
+
 def format_summary(result: dict[str, Any]) -> str:
     """The figures a reader wants first, one per line."""
     c, t, lat = result["config"], result["throughput"], result["latency_ms"]
@@ -787,6 +797,7 @@ def format_summary(result: dict[str, Any]) -> str:
                             f" postgres {f(cpu['postgres'])}, total {f(cpu['total'])}"),
         ("", f"+ client {f(cpu['client'])} = {f(cpu['total_with_client'])}"),
         ("commits/workflow", f(result["db_commits_per_workflow"], 2)),
+        ("stream batches", _batches(result)),
         ("peak RSS MB", f"server {f(rss['server'], 0)}, largest worker {f(rss['workers'], 0)}"),
         ("not ours, CPU s", f"other tenants {f(secs['other_tenants'])},"
                             f" kernel irq {f(secs['kernel_irq'])}"),

@@ -12,6 +12,8 @@ COUNTERS: Final = {
     "tasks_finished": "amber_tasks_finished_total",
     "rpcs": "amber_rpc_seconds_count",
     "transactions": "amber_db_transaction_seconds_count",
+    "stream_batches": "amber_work_batch_items_count",
+    "stream_items": "amber_work_batch_items_sum",
 }
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})? (\S+)$")
 

@@ -46,6 +46,11 @@ class ServerMetrics:
         self._fuel = Counter(
             "amber_fuel_used", "Fuel the guests reported using, by task kind", ["kind"], registry=r
         )
+        self._batch_items = Histogram(
+            "amber_work_batch_items",
+            "Items per batch on the workers' streams (a batch's reports commit together)",
+            buckets=(1, 2, 4, 8, 16, 32, 64), registry=r,
+        )  # fmt: skip
         self._lease_expiries = Counter(
             "amber_lease_expiries", "Leases that ran out (the worker presumed lost)", registry=r
         )
@@ -74,6 +79,10 @@ class ServerMetrics:
 
     def rpc(self, method: str, code: str, seconds: float) -> None:
         self.rpc_seconds.labels(method, code).observe(seconds)
+
+    def work_batch(self, items: int) -> None:
+        """A batch of a worker's stream answered."""
+        self._batch_items.observe(items)
 
 
 class _StoreCollector(Collector):

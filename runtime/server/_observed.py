@@ -36,7 +36,9 @@ from amber.runtime.tracing import context_from_metadata
 from ._worker_rpc import ITEM_METHODS
 
 RpcObserver = Callable[[str, str, float], None]
-"""Told each call's method name, status code name and seconds."""
+"""Told each call's method name, status code name and seconds (a stream: each batch's)."""
+BatchObserver = Callable[[int], None]
+"""Told the items of each batch a worker's stream carried."""
 Access = Callable[[str, Any, Any, str], object]
 """Given the method, the call's metadata, the request and the caller's address: raises an
 `AmberError` to refuse."""
@@ -53,10 +55,13 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
         database_down: Callable[[], str | None],
         spans: trace.Tracer | None,
         access: Access | None = None,
+        batches: BatchObserver | None = None,
     ) -> None:
         """`database_down()`: why the database is unreachable, or None; `spans`: the tracer for
-        server spans (None: no spans); `access`: the access check (None: every call admitted)."""
+        server spans (None: no spans); `access`: the access check (None: every call admitted);
+        `batches`: told each stream batch's size."""
         self._observe = observe
+        self._batches = batches
         self._down = database_down
         self._spans = spans
         self._access = access
@@ -140,12 +145,13 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
     ) -> grpc.RpcMethodHandler:
         method = str(details.method).rsplit("/", 1)[-1]
         metadata = details.invocation_metadata
-        inner, observe, down, spans, access = (
+        inner, observe, down, spans, access, count_batch = (
             handler.stream_stream,
             self._observe,
             self._down,
             self._spans,
             self._access,
+            self._batches,
         )
 
         def refuse(context: grpc.ServicerContext, exc: AmberError) -> None:
@@ -183,6 +189,8 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
                 for answers in inner(checked(), context):
                     seconds = time.perf_counter() - started[0]
                     observe(method, "OK", seconds)
+                    if count_batch is not None:
+                        count_batch(len(answers.answers))
                     if spans is not None:
                         span = spans.start_span(
                             f"amber.rpc/{method}",

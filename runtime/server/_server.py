@@ -223,6 +223,7 @@ class AmberServer:
                     )
                     if check_credentials
                     else None,
+                    batches=self.metrics.work_batch,
                 )
             ],
         )

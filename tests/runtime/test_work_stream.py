@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 from amber.abi import InvalidInput
-from amber.history import EventType, LeaseLost, RunStatus, VersionConflict
+from amber.history import Database, EventType, LeaseLost, RunStatus, VersionConflict
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.client import AmberClient, decode
@@ -77,6 +77,7 @@ def _exactly_once(client: AmberClient, run_id: str, k: int) -> None:
 
 def test_a_group_commits_every_report_but_the_refused_ones(
     make_server: Callable[..., InProcessServer],
+    db: Database,
     modules: dict[str, bytes],
     sandbox: Sandbox,
     monkeypatch: pytest.MonkeyPatch,
@@ -114,6 +115,13 @@ def test_a_group_commits_every_report_but_the_refused_ones(
         return [e.type for e in srv.client.history(run)].count(EventType.ACTIVITY_SCHEDULED)
 
     assert [scheduled(run) for run in runs] == [1, 0, 1]
+    # Nothing of the refused report stayed: no activity task for the run that moved on.
+    kinds = db.run(
+        lambda cur: cur.execute(
+            "SELECT kind FROM amber_tasks WHERE run_id = %s", (moved,)
+        ).fetchall()
+    )
+    assert kinds == [("workflow",)]
     # The refused run is not lost: its workflow task runs again and the run completes.
     worker = Worker(srv.client, sandbox, WorkerSettings(worker_id="after", poll_wait_s=0.2))
     deadline = time.monotonic() + 30
