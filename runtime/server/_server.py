@@ -247,6 +247,7 @@ class AmberServer:
             check_credentials,
         )
         pb_grpc.add_AmberServicer_to_server(servicer, self._grpc)  # type: ignore[no-untyped-call]
+        self._servicer = servicer
         self._listen = listen
         self._tls = None if tls is None else tls.grpc_credentials()  # a bad file fails here
         interval = self.settings.sweep_interval.total_seconds()
@@ -392,7 +393,9 @@ class AmberServer:
             self.approval_page.stop()
         if self.ops is not None:
             self.ops.stop()
-        self._grpc.stop(grace_s).wait()
+        stopped = self._grpc.stop(grace_s)  # no new calls from here on
+        self._servicer.end_streams()  # they never end by themselves: the grace would run out
+        stopped.wait()
         self.notifier.stop()
         try:
             self.health.flush(self.db)

@@ -422,7 +422,11 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
     def Work(
         self, request_iterator: Iterator[pb.WorkBatch], context: Any
     ) -> Iterator[pb.WorkAnswers]:
-        return self._worker_calls.stream(request_iterator)
+        return self._worker_calls.stream(request_iterator, context)
+
+    def end_streams(self) -> int:
+        """End the workers' open streams (see `WorkerCalls.end_streams`)."""
+        return self._worker_calls.end_streams()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

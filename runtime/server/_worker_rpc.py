@@ -10,7 +10,9 @@ Heartbeats and query answers are rare beside reports and keep a transaction each
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 from amber.abi import AmberError, InvalidInput
 from amber.history import LeaseLost, QueryAnswer
@@ -38,6 +40,8 @@ class WorkerCalls:
         self._tasks = tasks
         self._default_queue = default_queue
         self._checks_credentials = checks_credentials
+        self._streams: set[Any] = set()
+        self._streams_lock = threading.Lock()
 
     def holder(self, worker_id: str) -> str | None:
         """Whom a report must come from: on a server that checks credentials, the worker (its
@@ -135,10 +139,25 @@ class WorkerCalls:
 
     # -- the stream ------------------------------------------------------------------------
 
-    def stream(self, batches: Iterator[pb.WorkBatch]) -> Iterator[pb.WorkAnswers]:
+    def stream(self, batches: Iterator[pb.WorkBatch], context: Any) -> Iterator[pb.WorkAnswers]:
         """`Work`: answer each batch with one message, in the order the batches came."""
-        for batch in batches:
-            yield self.batch(batch)
+        with self._streams_lock:
+            self._streams.add(context)
+        try:
+            for batch in batches:
+                yield self.batch(batch)
+        finally:
+            with self._streams_lock:
+                self._streams.discard(context)
+
+    def end_streams(self) -> int:
+        """End every open stream (the server is stopping): its worker reconnects, to another
+        server if there is one, and resends what was not answered. Returns how many ended."""
+        with self._streams_lock:
+            streams = list(self._streams)
+        for context in streams:
+            context.cancel()
+        return len(streams)
 
     def batch(self, batch: pb.WorkBatch) -> pb.WorkAnswers:
         """Answer one batch: its reports recorded together, its other items one by one."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import grpc
 import pytest
 
-from amber.abi import InvalidInput
+from amber.abi import InvalidInput, RetryableError
 from amber.history import Database, EventType, LeaseLost, RunStatus, VersionConflict
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
@@ -198,3 +198,31 @@ def test_a_stream_cut_while_a_batch_is_at_the_server_loses_and_duplicates_nothin
         result = srv.client.result(run)
         assert result.status is RunStatus.COMPLETED and decode(result.result) == {"value": 3}
         _exactly_once(srv.client, run, 3)
+
+
+def test_a_stopping_server_ends_the_streams_and_the_worker_moves_to_the_next(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    first = make_server()
+    runs = _start_chains(first, modules, 1, k=2)
+    (task,) = _lease_all(first.client, 1)
+    stream = first.client.work_stream()
+    try:
+        assert stream.heartbeat(task, worker_id="w").cancel_requested is False
+        started = time.monotonic()
+        first.server.stop(grace_s=30)
+        assert time.monotonic() - started < 10  # the open stream did not hold the stop back
+        with pytest.raises(RetryableError):
+            stream.heartbeat(task, worker_id="w")
+    finally:
+        stream.close()
+    # Another server on the same database takes over; the lease is still the worker's.
+    second = make_server()
+    other = second.client.work_stream()
+    try:
+        assert other.heartbeat(task, worker_id="w").cancel_requested is False
+        done = _activate(sandbox, task)
+        assert other.report_workflow(task, done, worker_id="w").appended
+    finally:
+        other.close()
+    assert [e.type for e in second.client.history(runs[0])].count(EventType.ACTIVITY_SCHEDULED) == 1
