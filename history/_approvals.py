@@ -323,20 +323,6 @@ def revoke_role_txn(cur: Cursor, tenant: str, role: str, approver: str) -> bool:
     return cur.rowcount == 1
 
 
-def cancel_run_approvals_txn(cur: Cursor, run_id: str, now: datetime) -> list[str]:
-    """A closing run's pending approvals end `cancelled` and their tokens are revoked; returns
-    their ids."""
-    cur.execute(
-        "UPDATE amber_approvals SET status = 'cancelled', decided_at = %s"
-        " WHERE run_id = %s AND status = 'pending' RETURNING approval_id::text",
-        (now, run_id),
-    )
-    ids = [row[0] for row in cur.fetchall()]
-    for approval_id in ids:
-        revoke_tokens_txn(cur, approval_id, now)
-    return ids
-
-
 def has_role_txn(cur: Cursor, tenant: str, roles: tuple[str, ...], approver: str) -> bool:
     """Whether `approver` holds one of `roles` now; the row is share-locked so that a role
     removal waits for the decision that relied on it."""

@@ -265,20 +265,37 @@ class RunClosing:
     error_message: str | None = None
 
 
-def close_run_txn(cur: Cursor, run_id: str, closing: RunClosing, now: datetime) -> None:
+def close_run_txn(
+    cur: Cursor, run_id: str, closing: RunClosing, now: datetime, *, notify: str
+) -> None:
+    """Record a run's closing, and in the same statement drop what it leaves behind: its
+    workflow and activity tasks (late reports then get `LeaseLost`), its timers, its pending
+    approvals (cancelled, their tokens revoked); then wake `notify`'s listeners with the run id
+    when the transaction commits. One statement instead of six: every run closes once."""
     cur.execute(
-        "UPDATE amber_runs SET status = %s, result = %s, error_type = %s, error_message = %s,"
-        " closed_at = %s, updated_at = %s, suspended_at = NULL, suspended_reason = NULL,"
-        " suspended_fingerprint = NULL WHERE run_id = %s",
-        (
-            closing.status.value,
-            closing.result,
-            closing.error_type,
-            closing.error_message,
-            now,
-            now,
-            run_id,
-        ),
+        "WITH closed AS ("
+        "  UPDATE amber_runs SET status = %(status)s, result = %(result)s,"
+        "   error_type = %(error_type)s, error_message = %(error_message)s, closed_at = %(now)s,"
+        "   updated_at = %(now)s, suspended_at = NULL, suspended_reason = NULL,"
+        "   suspended_fingerprint = NULL WHERE run_id = %(run)s RETURNING run_id),"
+        " tasks AS (DELETE FROM amber_tasks"
+        "  WHERE run_id = %(run)s AND kind IN ('workflow', 'activity')),"
+        " timers AS (DELETE FROM amber_timers WHERE run_id = %(run)s),"
+        " approvals AS (UPDATE amber_approvals SET status = 'cancelled', decided_at = %(now)s"
+        "  WHERE run_id = %(run)s AND status = 'pending' RETURNING approval_id),"
+        " tokens AS (UPDATE amber_approval_tokens SET status = 'revoked', closed_at = %(now)s"
+        "  WHERE approval_id IN (SELECT approval_id FROM approvals) AND status = 'pending')"
+        " SELECT pg_notify(%(channel)s, %(payload)s) FROM closed",
+        {
+            "status": closing.status.value,
+            "result": closing.result,
+            "error_type": closing.error_type,
+            "error_message": closing.error_message,
+            "now": now,
+            "run": run_id,
+            "channel": notify,
+            "payload": run_id,
+        },
     )
 
 

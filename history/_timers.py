@@ -55,10 +55,6 @@ def delete_timer_txn(cur: Cursor, run_id: str, timer_id: str) -> bool:
     return cur.rowcount == 1
 
 
-def delete_run_timers_txn(cur: Cursor, run_id: str) -> None:
-    cur.execute("DELETE FROM amber_timers WHERE run_id = %s", (run_id,))
-
-
 def claim_due_timers_txn(cur: Cursor, now: datetime, *, limit: int = 100) -> list[Timer]:
     """Take (delete) timers due at `now`; the caller records their firing in the same txn."""
     cur.execute(

@@ -67,11 +67,8 @@ from amber.history import (
     WorkflowIdInUse,
     after_commit,
     append_events_txn,
-    cancel_run_approvals_txn,
     claim_workflow_id_txn,
     close_run_txn,
-    delete_run_tasks_txn,
-    delete_run_timers_txn,
     delete_task_txn,
     delete_timer_txn,
     enqueue_task_txn,
@@ -81,7 +78,6 @@ from amber.history import (
     insert_timer_txn,
     mark_cancel_requested_txn,
     mark_history_warned_txn,
-    notify_txn,
     open_children_txn,
     pending_activity_tasks_txn,
     repoint_workflow_id_txn,
@@ -515,14 +511,10 @@ class Lifecycle:
         now = self._clock.now()
         if event is not None:
             append_events_txn(cur, run.run_id, [event], expected_last_seq=None, now=now)
-        close_run_txn(cur, run.run_id, closing, now)
+        close_run_txn(cur, run.run_id, closing, now, notify=RUNS_CHANNEL)
         if self._watch is not None:
             watch, status = self._watch, closing.status.value
             after_commit(cur, lambda: watch.run_closed(status))
-        delete_run_tasks_txn(cur, run.run_id)
-        delete_run_timers_txn(cur, run.run_id)
-        cancel_run_approvals_txn(cur, run.run_id, now)
-        notify_txn(cur, RUNS_CHANNEL, run.run_id)
         wakes: list[Wake] = [(RUNS_CHANNEL, run.run_id)]
         superseded = superseded or closing.status is RunStatus.CONTINUED_AS_NEW
         if run.parent_run_id and not superseded:
