@@ -13,7 +13,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from amber.abi import InvalidInput
 
@@ -33,6 +33,8 @@ from ._output import emit_json
 _ROOT: Final = Path(__file__).resolve().parent.parent
 LATEST: Final = _ROOT / "bench" / "results" / "latest.json"
 """The committed copy of the latest full run (`--latest`)."""
+SCALING_LATEST: Final = _ROOT / "bench" / "results" / "scaling.json"
+"""The committed copy of the latest scaling run (`--scaling --latest`)."""
 
 
 def register(
@@ -98,6 +100,13 @@ def register(
         "--worker-fuel",
         type=int,
         help="the workers' fuel budget per activation (default: amber worker's own)",
+    )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="instead: the throughput phase alone with 1, 2 and 4 workers, W = 1, 16, 64, K = 5"
+        " and 20, and unary reports against the stream, --n workflows each (with --latest:"
+        " bench/results/scaling.json)",
     )
     parser.add_argument(
         "--worker-unary",
@@ -190,6 +199,8 @@ def bench(args: argparse.Namespace) -> int:
         sandbox_repetitions=args.sandbox_repetitions,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
+    if args.scaling:
+        return _scaling(args, options)
     began = time.monotonic()
     result = _bench.run_bench(options)
     amber_s = time.monotonic() - began
@@ -221,6 +232,30 @@ def bench(args: argparse.Namespace) -> int:
             print(f"and to {LATEST}")
     failed = result["throughput"]["errors"] or result["latency_ms"]["errors"]
     return 1 if failed or (outcome is not None and not outcome.ok) else 0
+
+
+def _scaling(args: argparse.Namespace, options: Any) -> int:
+    """`amber bench --scaling`: the matrix of throughput runs, one table, one JSON."""
+    import tempfile
+
+    from . import _bench
+    from ._bench_scaling import format_scaling, run_scaling
+
+    with tempfile.TemporaryDirectory(prefix="amber-scaling-") as scratch:
+        scaling = run_scaling(options, Path(scratch))
+    output = (
+        Path(args.output)
+        if args.output
+        else SCALING_LATEST.with_name(
+            f"scaling-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+        )
+    )
+    _bench.write_json(output, scaling)
+    if args.latest:
+        _bench.write_json(SCALING_LATEST, scaling)
+    print(format_scaling(scaling))
+    print(f"written to {output}" + (f" and {SCALING_LATEST}" if args.latest else ""))
+    return 1 if any(row["errors"] for row in scaling["rows"]) else 0
 
 
 def _interrupt(signum: int, frame: object) -> None:
