@@ -1392,18 +1392,20 @@ class ListCredentialsResponse(_message.Message):
     def __init__(self, principals: _Optional[_Iterable[_Union[PrincipalInfo, _Mapping]]] = ...) -> None: ...
 
 class WorkItem(_message.Message):
-    __slots__ = ("id", "complete", "fail", "heartbeat", "query")
+    __slots__ = ("id", "complete", "fail", "heartbeat", "query", "traceparent")
     ID_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_FIELD_NUMBER: _ClassVar[int]
     FAIL_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
+    TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
     id: int
     complete: CompleteTaskRequest
     fail: FailTaskRequest
     heartbeat: HeartbeatRequest
     query: CompleteQueryRequest
-    def __init__(self, id: _Optional[int] = ..., complete: _Optional[_Union[CompleteTaskRequest, _Mapping]] = ..., fail: _Optional[_Union[FailTaskRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., query: _Optional[_Union[CompleteQueryRequest, _Mapping]] = ...) -> None: ...
+    traceparent: str
+    def __init__(self, id: _Optional[int] = ..., complete: _Optional[_Union[CompleteTaskRequest, _Mapping]] = ..., fail: _Optional[_Union[FailTaskRequest, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatRequest, _Mapping]] = ..., query: _Optional[_Union[CompleteQueryRequest, _Mapping]] = ..., traceparent: _Optional[str] = ...) -> None: ...
 
 class WorkBatch(_message.Message):
     __slots__ = ("items",)

@@ -39,6 +39,7 @@ from amber.runtime.model import (
     ThenWorkflow,
     WorkflowCompletion,
 )
+from amber.runtime.tracing import current_traceparent
 
 from . import _reports as reports
 
@@ -76,6 +77,7 @@ class WorkStream:
             if self._closed:
                 raise RetryableError("the worker's stream is closed")
             item.id = next(self._ids)
+            item.traceparent = current_traceparent()  # the item's run's trace, as a call's would
             line = self._line
             if line is None or line.ended is not None:
                 line = self._line = _Line(self._open, self._max_batch, self._sent)

@@ -11,9 +11,10 @@ the timing.
   carries one (`traceparent`), with the method and status code.
 - **Timing**: seconds by method and status code, for the metrics.
 
-A worker's stream (`Work`) gets the same, per batch: the gate before each batch, the access
-check of each item as the unary call it stands for (a refusal ends the stream with that
-status), a span and a timing per batch.
+A worker's stream (`Work`) gets the same: the gate before each batch, the access check of each
+item as the unary call it stands for (a refusal ends the stream with that status), a timing per
+batch, and a span per item, named as its unary call and in the trace the item carries (its
+run's), lasting as long as its batch.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from amber.abi import AmberError
 from amber.history import StoreUnavailable
 from amber.runtime.api import error_metadata, status_of
 from amber.runtime.model import source_of
-from amber.runtime.tracing import context_from_metadata
+from amber.runtime.tracing import context_from_metadata, context_from_traceparent
 
 from ._worker_rpc import ITEM_METHODS
 
@@ -161,6 +162,7 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
         def framed(batches: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
             source = source_of(context.peer())
             started = [time.perf_counter()]
+            current: list[Any] = [None]
             if access is not None:  # the stream itself, before any item: who opens it
                 try:
                     access(method, metadata, handler.request_deserializer(b""), source)
@@ -170,6 +172,7 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
             def checked() -> Iterator[Any]:
                 for batch in batches:
                     started[0] = time.perf_counter()
+                    current[0] = batch
                     problem = down()
                     if problem is not None:
                         refuse(context, StoreUnavailable(f"{problem}; the stream ends here"))
@@ -191,18 +194,8 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
                     observe(method, "OK", seconds)
                     if count_batch is not None:
                         count_batch(len(answers.answers))
-                    if spans is not None:
-                        span = spans.start_span(
-                            f"amber.rpc/{method}",
-                            kind=SpanKind.SERVER,
-                            start_time=time.time_ns() - int(seconds * 1e9),
-                            attributes={
-                                "rpc.system": "grpc",
-                                "rpc.method": method,
-                                "amber.items": len(answers.answers),
-                            },
-                        )
-                        span.end()
+                    if spans is not None and current[0] is not None:
+                        _item_spans(spans, current[0], answers, seconds)
                     yield answers
             except BaseException:
                 code = _code(context) or "UNKNOWN"
@@ -216,6 +209,31 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
+
+
+def _item_spans(spans: trace.Tracer, batch: Any, answers: Any, seconds: float) -> None:
+    """A span per item of an answered batch, in the item's own trace."""
+    began = time.time_ns() - int(seconds * 1e9)
+    errors = {a.id: a.error.code for a in answers.answers if a.WhichOneof("answer") == "error"}
+    for item in batch.items:
+        kind = item.WhichOneof("call")
+        name = ITEM_METHODS.get(kind or "", "Work")
+        span = spans.start_span(
+            f"amber.rpc/{name}",
+            context=context_from_traceparent(item.traceparent),
+            kind=SpanKind.SERVER,
+            start_time=began,
+            attributes={
+                "rpc.system": "grpc",
+                "rpc.method": name,
+                "amber.stream_batch_items": len(batch.items),
+            },
+        )
+        code = errors.get(item.id)
+        span.set_attribute("rpc.grpc.status_code", code or "OK")
+        if code:
+            span.set_status(Status(StatusCode.ERROR, code))
+        span.end()
 
 
 def _code(context: grpc.ServicerContext) -> str | None:
