@@ -208,10 +208,13 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             "workers": max((_peak_rss_mb(c) or 0.0 for c in setup.workers), default=None),
             "workers_each": [_peak_rss_mb(c) for c in setup.workers],
         }
+        # Idle cost before isolation: the hostile guests' memory bombs would inflate the
+        # worker's RSS that parking is measured against (it then shrank 40 % while 10,000 runs
+        # parked, which says nothing about what parked runs cost).
+        idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
         isolation = None
         if options.isolation_runs > 0 and setup.server is not None:
             isolation = _isolation_phase(options, setup, client, stack, tmp, tag)
-        idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
         raw_rate = None
         if setup.db is not None and options.commit_probe_s > 0:  # while the database is up
             progress(f"raw commit rate: single-row commits for {options.commit_probe_s} s")
