@@ -111,8 +111,8 @@ class BenchOptions:
     """Healthy runs per batch of the isolation phase, beside 10 % poison runs (0: skip it)."""
     worker_fuel: int | None = None
     """The workers' fuel budget per activation (`amber worker --fuel`; None: its default)."""
-    worker_unary: bool = False
-    """Workers send a unary call per report (`amber worker --unary`) instead of the stream."""
+    worker_args: tuple[str, ...] = ()
+    """More `amber worker` options (`--unary`, `--streams N`, ...)."""
     sandbox_repetitions: int = 2000
     """Activations timed by the in-process sandbox microbenchmark (0: skip it)."""
 
@@ -429,8 +429,7 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
         args = ["--server", target, "worker", "--poll-wait", "1", "--worker-id", f"bench-{tag}-{i}"]
         if options.worker_fuel is not None:
             args += ["--fuel", str(options.worker_fuel)]
-        if options.worker_unary:
-            args.append("--unary")
+        args += options.worker_args
         child = _spawn(f"worker-{i}", args, env, tmp / "logs")
         stack.callback(_stop, child)
         workers.append(child)

@@ -15,28 +15,29 @@ from typing import Any, Final
 from ._bench import BenchOptions, progress, run_bench
 
 MATRIX: Final = (
-    # (label, worker processes, concurrent starters, activities per workflow, unary reports)
-    ("1 worker, W=16, K=5", 1, 16, 5, False),
-    ("1 worker, W=16, K=5, unary reports", 1, 16, 5, True),
-    ("2 workers, W=16, K=5", 2, 16, 5, False),
-    ("4 workers, W=16, K=5", 4, 16, 5, False),
-    ("1 worker, W=1, K=5", 1, 1, 5, False),
-    ("1 worker, W=64, K=5", 1, 64, 5, False),
-    ("1 worker, W=16, K=20", 1, 16, 20, False),
+    # (label, worker processes, concurrent starters, activities per workflow, worker options)
+    ("1 worker, W=16, K=5", 1, 16, 5, ()),
+    ("1 worker, W=16, K=5, one stream", 1, 16, 5, ("--streams", "1")),
+    ("1 worker, W=16, K=5, unary reports", 1, 16, 5, ("--unary",)),
+    ("2 workers, W=16, K=5", 2, 16, 5, ()),
+    ("4 workers, W=16, K=5", 4, 16, 5, ()),
+    ("1 worker, W=1, K=5", 1, 1, 5, ()),
+    ("1 worker, W=64, K=5", 1, 64, 5, ()),
+    ("1 worker, W=16, K=20", 1, 16, 20, ()),
 )
 
 
 def run_scaling(base: BenchOptions, scratch: Path) -> dict[str, Any]:
     """Run every configuration of `MATRIX` at `base.n` workflows; the rows and their figures."""
     rows: list[dict[str, Any]] = []
-    for label, workers, w, k, unary in MATRIX:
+    for label, workers, w, k, worker_args in MATRIX:
         progress(f"scaling: {label}")
         options = replace(
             base,
             workers=workers,
             w=w,
             k=k,
-            worker_unary=unary,
+            worker_args=worker_args,
             skip_latency=True,
             idle_runs=0,
             recovery_runs=0,
@@ -56,7 +57,7 @@ def run_scaling(base: BenchOptions, scratch: Path) -> dict[str, Any]:
                 "workers": workers,
                 "w": w,
                 "k": k,
-                "reports": "unary" if unary else "stream",
+                "worker_options": " ".join(worker_args),
                 "workflows_per_s": result["throughput"]["workflows_per_s"],
                 "activities_per_s": result["throughput"]["activities_per_s"],
                 "errors": result["throughput"]["errors"],

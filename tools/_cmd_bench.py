@@ -195,7 +195,7 @@ def bench(args: argparse.Namespace) -> int:
         recovery_runs=args.recovery_runs,
         isolation_runs=args.isolation_runs,
         worker_fuel=args.worker_fuel,
-        worker_unary=args.worker_unary,
+        worker_args=("--unary",) if args.worker_unary else (),
         sandbox_repetitions=args.sandbox_repetitions,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C

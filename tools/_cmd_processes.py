@@ -95,6 +95,13 @@ def register(
     p.add_argument("--poll-wait", type=float, default=5.0, help="long-poll seconds")
     p.add_argument("--connect-timeout", type=float, default=30.0)
     p.add_argument(
+        "--streams",
+        type=int,
+        default=2,
+        help="streams to the server carrying reports in batches (each has one batch at the"
+        " server at a time, so a second lets the next batch gather meanwhile)",
+    )
+    p.add_argument(
         "--unary",
         action="store_true",
         help="send each report as its own call instead of in batches on one stream (to compare)",

@@ -195,6 +195,8 @@ def is_loopback(listen: str) -> bool:
 def worker_settings(args: argparse.Namespace) -> WorkerSettings:
     if args.slots < 1 or args.slots > 256:
         raise InvalidInput("--slots must be between 1 and 256")
+    if args.streams < 1 or args.streams > 16:
+        raise InvalidInput("--streams must be between 1 and 16")
     settings = WorkerSettings(
         queue=args.queue,
         slots=args.slots,
@@ -210,6 +212,7 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
             deadline_s=args.activity_deadline,
         ),
         stream=not args.unary,
+        streams=args.streams,
     )
     if args.worker_id:
         settings = replace(settings, worker_id=args.worker_id, release_on_start=True)

@@ -705,12 +705,14 @@ class AmberClient:
         )
         self._call(self._stub.CompleteQuery, request)
 
-    def work_stream(self, *, max_batch: int = 64) -> WorkStream:
-        """A stream that carries this worker's reports, heartbeats and query answers in
-        batches: it has the same methods as this client for them (a worker uses one)."""
+    def work_stream(self, *, max_batch: int = 64, lines: int = 2) -> WorkStream:
+        """Streams that carry this worker's reports, heartbeats and query answers in batches
+        (`lines` of them open at once): it has the same methods as this client for them (a
+        worker uses one)."""
         metadata = self._credentials.metadata(operator=False)
         return WorkStream(
             lambda batches: self._stub.Work(batches, metadata=metadata),
             timeout_s=self._timeout,
             max_batch=max_batch,
+            lines=lines,
         )

@@ -48,15 +48,22 @@ OpenStream = Callable[[Iterator[pb.WorkBatch]], Any]
 
 
 class WorkStream:
-    """A worker's reports over one stream, in batches. Thread-safe: every slot of a worker
-    sends through the same one. Its methods are `AmberClient`'s for the same calls."""
+    """A worker's reports over its streams, in batches. Thread-safe: every slot of a worker
+    sends through the same one. Its methods are `AmberClient`'s for the same calls.
 
-    def __init__(self, open_stream: OpenStream, *, timeout_s: float, max_batch: int = 64) -> None:
+    `lines` streams are open at once; an item goes to one without a batch at the server if there
+    is one, else to the one with the fewest items waiting. The server records each stream's
+    batches one after another, so a second stream lets it record one batch while the next one
+    gathers on the other."""
+
+    def __init__(
+        self, open_stream: OpenStream, *, timeout_s: float, max_batch: int = 64, lines: int = 2
+    ) -> None:
         self._open = open_stream
         self._timeout = timeout_s
         self._max_batch = max(1, max_batch)
         self._lock = threading.Lock()
-        self._line: _Line | None = None
+        self._lines: list[_Line | None] = [None] * max(1, lines)
         self._ids = itertools.count(1)
         self._closed = False
         self.batches = 0
@@ -67,9 +74,10 @@ class WorkStream:
         """End the stream; items still waiting fail with `RetryableError`."""
         with self._lock:
             self._closed = True
-            line, self._line = self._line, None
-        if line is not None:
-            line.close()
+            lines, self._lines = self._lines, [None] * len(self._lines)
+        for line in lines:
+            if line is not None:
+                line.close()
 
     def _ask(self, item: pb.WorkItem) -> pb.WorkAnswer:
         waiter = _Waiter()
@@ -78,11 +86,20 @@ class WorkStream:
                 raise RetryableError("the worker's stream is closed")
             item.id = next(self._ids)
             item.traceparent = current_traceparent()  # the item's run's trace, as a call's would
-            line = self._line
-            if line is None or line.ended is not None:
-                line = self._line = _Line(self._open, self._max_batch, self._sent)
+            line = self._line_for_next()
             line.send(item, waiter)
         return waiter.wait(self._timeout)
+
+    def _line_for_next(self) -> _Line:
+        """The line the next item goes to (opening one where a line is missing or ended)."""
+        best: _Line | None = None
+        for i, line in enumerate(self._lines):
+            if line is None or line.ended is not None:
+                line = self._lines[i] = _Line(self._open, self._max_batch, self._sent)
+            if best is None or line.load < best.load:
+                best = line
+        assert best is not None
+        return best
 
     def _sent(self, items: int) -> None:
         self.batches += 1
@@ -199,10 +216,16 @@ class _Line:
         """One batch at the server at a time: the next one gathers what comes meanwhile."""
         self._lock = threading.Lock()
         self._waiting: dict[int, _Waiter] = {}
+        self._at_server = False
         self.ended: AmberError | None = None
         """Why the stream ended (None while it is open)."""
         self._answers = open_stream(self._batches())
         threading.Thread(target=self._read, name="amber-work-stream", daemon=True).start()
+
+    @property
+    def load(self) -> tuple[bool, int]:
+        """How busy it is: a batch at the server, then the items waiting for an answer."""
+        return self._at_server, len(self._waiting)
 
     def send(self, item: pb.WorkItem, waiter: _Waiter) -> None:
         with self._lock:
@@ -235,12 +258,14 @@ class _Line:
                     break
                 items.append(item)
             self._sent(len(items))
+            self._at_server = True
             yield pb.WorkBatch(items=items)
 
     def _read(self) -> None:
         error: AmberError
         try:
             for answers in self._answers:
+                self._at_server = False
                 self._window.release()
                 for answer in answers.answers:
                     with self._lock:

@@ -101,8 +101,10 @@ class WorkerSettings:
     """Histories of recently served runs kept, so that after an activity completes the worker
     runs the workflow's next activation itself and reports both at once (0: never)."""
     stream: bool = True
-    """Send reports, heartbeats and query answers in batches on one stream (`WorkStream`),
-    which the server records a batch at a time (group commit); False: a unary call each."""
+    """Send reports, heartbeats and query answers in batches on streams (`WorkStream`), which
+    the server records a batch at a time (group commit); False: a unary call each."""
+    streams: int = 2
+    """Streams open at once: the server records one's batch while the next gathers on another."""
 
 
 class DetailedTrace(Protocol):
@@ -140,7 +142,9 @@ class Worker:
         self._stop = threading.Event()
         self.refused: NotAuthorised | None = None
         """Why the server refused this worker (its credential or role), which stopped it."""
-        self.stream = client.work_stream() if self.settings.stream else None
+        self.stream = (
+            client.work_stream(lines=self.settings.streams) if self.settings.stream else None
+        )
         """The stream its reports travel on (None: unary calls)."""
         self._reports: AmberClient | WorkStream = self.stream or client
         self._heartbeat = Heartbeats(self._reports, self.settings.worker_id, self._clock)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from amber.tools._bench_scaling import MATRIX, format_scaling
 
 
-def test_the_matrix_covers_workers_starters_length_and_both_report_paths() -> None:
+def test_the_matrix_covers_workers_starters_length_and_the_report_paths() -> None:
     assert {workers for _, workers, _, _, _ in MATRIX} == {1, 2, 4}
     assert {w for _, _, w, _, _ in MATRIX} == {1, 16, 64}
     assert {k for _, _, _, k, _ in MATRIX} == {5, 20}
-    assert {unary for *_, unary in MATRIX} == {True, False}
+    assert {options for *_, options in MATRIX} == {(), ("--streams", "1"), ("--unary",)}
 
 
 def test_each_row_shows_its_figures() -> None:
