@@ -59,7 +59,7 @@ def register(
     p = sub.add_parser("worker", parents=[common], help="run a worker polling the server")
     p.add_argument("--pool", choices=["main", "surgical"], default="main")
     p.add_argument(
-        "--slots", type=int, default=8, help="tasks run at once (the surgical pool runs one)"
+        "--slots", type=int, default=16, help="tasks run at once (the surgical pool runs one)"
     )
     p.add_argument(
         "--guests",

@@ -8,7 +8,10 @@ execution-costs.md §3). So one guest runs in the worker process itself — the 
 and while it is busy, the next ones run in reused child processes (`IsolatedSandbox` with
 `reuse`), each with its own engine on the shared artifact cache: processes scale with the cores.
 A lone stream of activations never leaves the process; a fuel bomb holding the in-process
-sandbox for seconds only moves the others to a child.
+sandbox for seconds only moves the others to a child. An activation waits a moment
+(`OVERFLOW_AFTER_S`) for the in-process sandbox before it goes to a child: most activations
+take a fraction of a millisecond, and a child costs a pipe round trip and a wake-up on each side,
+so overflowing at once cost a busy worker more than it saved (`amber bench --scaling` compares).
 
 Rejected: threads (above); a child per activation (the surgical pool's isolation costs a process
 start-up each); all guests in children (a pipe round trip and a copy of every envelope even when
@@ -28,6 +31,9 @@ from ._engine import SandboxEngine
 from ._http import HttpPolicy
 from ._isolated import IsolatedSandbox
 from ._sandbox import ActivationRequest, RawOutput, Sandbox
+
+OVERFLOW_AFTER_S = 0.002
+"""How long an activation waits for the in-process sandbox before it runs in a child."""
 
 
 class ParallelSandbox:
@@ -53,9 +59,10 @@ class ParallelSandbox:
         return self._inline.http_policy(digest)
 
     def run(self, request: ActivationRequest) -> RawOutput:
-        """Run one activation in process if it is free, else in a child."""
+        """Run one activation in process if it is free (or frees within `OVERFLOW_AFTER_S`),
+        else in a child."""
         with self._running:
-            if self._inline_free.acquire(blocking=False):
+            if self._inline_free.acquire(timeout=OVERFLOW_AFTER_S):
                 try:
                     return self._inline.run(request)
                 finally:

@@ -151,6 +151,7 @@ class Worker:
         self._heartbeat.start()
         self._tracer = spans or tracer()
         self._counting = threading.Lock()
+        self._polling = threading.Lock()
         combine = self.settings.pool == "main" and detail is None
         self._copies = RunCopies(self.settings.run_copies if combine else 0)
         self._slot = threading.local()
@@ -211,7 +212,15 @@ class Worker:
         backoff = 0.1
         while not self._stop.is_set():
             try:
-                self.run_once(wait_s=self.settings.poll_wait_s)
+                # One slot polls at a time; the others wait their turn here. A long poll holds
+                # a server thread, so an idle worker holds one, not one per slot; a poll woken
+                # by a new task hands the turn on as soon as it has it, and a busy slot never
+                # polls (each report brings its next task).
+                with self._polling:
+                    if self._stop.is_set():
+                        return
+                    task = self._poll(self.settings.poll_wait_s)
+                self._run_from(task)
                 backoff = 0.1
             except NotAuthorised as exc:  # no retry fixes a missing, revoked or wrong credential
                 if self.refused is None:
@@ -232,13 +241,19 @@ class Worker:
 
         Returns whether there was any work.
         """
-        task = self._client.poll_task(
+        return self._run_from(self._poll(wait_s))
+
+    def _poll(self, wait_s: float) -> LeasedTask | None:
+        return self._client.poll_task(
             worker_id=self.settings.worker_id,
             queue=self.settings.queue,
             wait_s=wait_s,
             pool=self.settings.pool,
             holding=self._heartbeat.holding(),
         )
+
+    def _run_from(self, task: LeasedTask | None) -> bool:
+        """Run `task`, then every task handed back eagerly after it; whether there was one."""
         if task is None:
             return False
         while task is not None:

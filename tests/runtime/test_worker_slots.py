@@ -6,6 +6,9 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
+
+import pytest
 
 from amber.history import EventType, RunStatus
 from amber.runtime.client._client import decode
@@ -41,3 +44,42 @@ def test_a_worker_with_eight_slots_completes_every_run_once_per_step(
         )
         assert done == {0: 1, 1: 1, 2: 1}, run_id
     assert worker.completed == RUNS * 7 and worker.failed == 0
+
+
+def test_an_idle_worker_holds_one_poll_at_the_server_not_one_per_slot(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    srv = make_server()
+    srv.client.upload_version(modules["chain"], promote=True)
+    waiting, most = [0], [0]
+    lock = threading.Lock()
+    real = srv.server.notifier.wait_tasks
+
+    def counted(*args: Any, **kwargs: Any) -> None:
+        with lock:
+            waiting[0] += 1
+            most[0] = max(most[0], waiting[0])
+        try:
+            real(*args, **kwargs)
+        finally:
+            with lock:
+                waiting[0] -= 1
+
+    monkeypatch.setattr(srv.server.notifier, "wait_tasks", counted)
+    settings = WorkerSettings(worker_id="idle", poll_wait_s=0.3, slots=8)
+    worker = Worker(srv.client, sandbox, settings)
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    try:
+        wait_for(lambda: most[0] >= 1, 10, "the worker to poll")
+        threading.Event().wait(1.5)  # several rounds of polls by the idle slots
+        assert most[0] == 1
+        run = srv.client.start_run("chain", {"k": 2, "value": 0}).run.run_id
+        wait_for(lambda: srv.client.result(run).status.closed, 30, "the run to complete")
+    finally:
+        worker.stop()
+        serving.join(timeout=10)
+    assert not serving.is_alive()
