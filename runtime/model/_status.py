@@ -11,7 +11,7 @@ from amber.history import QueueGauge
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerSeen:
-    """A worker that polled this server lately."""
+    """A worker that polled this server lately, or reported and asked for its next task."""
 
     worker_id: str
     queue: str

@@ -84,7 +84,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
         self._rollout = rollout
         self._migration = migration
         self._board = board
-        self._worker_calls = WorkerCalls(tasks, default_queue, checks_credentials)
+        self._worker_calls = WorkerCalls(tasks, default_queue, checks_credentials, board.seen)
 
     def _actor(self, context: Any, claimed: str) -> str:
         """Who runs an operator command: the token's operator where the server checks tokens,

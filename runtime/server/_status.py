@@ -41,7 +41,7 @@ class StatusBoard:
         self._workers: dict[tuple[str, str, str], datetime] = {}
 
     def seen(self, worker_id: str, queue: str, pool: str) -> None:
-        """A worker polled (queue, pool)."""
+        """A worker polled (queue, pool), or reported and asked for its next task there."""
         now = self._clock.now()
         with self._lock:
             if len(self._workers) >= MAX_WORKERS:

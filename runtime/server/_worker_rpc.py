@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from amber.abi import AmberError, InvalidInput
@@ -36,10 +36,19 @@ ITEM_METHODS = {
 class WorkerCalls:
     """The worker-facing calls other than polling, for the unary methods and the stream."""
 
-    def __init__(self, tasks: TaskService, default_queue: str, checks_credentials: bool) -> None:
+    def __init__(
+        self,
+        tasks: TaskService,
+        default_queue: str,
+        checks_credentials: bool,
+        seen: Callable[[str, str, str], None] | None = None,
+    ) -> None:
+        """`seen(worker_id, queue, pool)`: told of a worker serving a queue (the status board),
+        by each report that asks for the worker's next task: a busy worker never polls."""
         self._tasks = tasks
         self._default_queue = default_queue
         self._checks_credentials = checks_credentials
+        self._seen = seen
         self._streams: set[Any] = set()
         self._streams_lock = threading.Lock()
 
@@ -54,7 +63,10 @@ class WorkerCalls:
             return None
         if not worker_id:
             raise InvalidInput("worker_id is required to receive a next task")
-        return Claim(queue=queue or self._default_queue, worker=worker_id)
+        queue = queue or self._default_queue
+        if self._seen is not None:
+            self._seen(worker_id[:256], queue, "main")
+        return Claim(queue=queue, worker=worker_id)
 
     # -- one call each ---------------------------------------------------------------------
 

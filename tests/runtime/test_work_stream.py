@@ -8,6 +8,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -18,7 +19,7 @@ from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.client import AmberClient, decode
 from amber.runtime.client._reports import workflow_request
-from amber.runtime.model import LeasedTask, WorkflowCompletion
+from amber.runtime.model import LeasedTask, ManualClock, WorkflowCompletion
 from amber.runtime.replay import WorkflowActivation, activate_workflow
 from amber.runtime.sandbox import Sandbox, SandboxLimits
 from amber.runtime.worker import Worker, WorkerSettings
@@ -227,3 +228,25 @@ def test_a_stopping_server_ends_the_streams_and_the_worker_moves_to_the_next(
     finally:
         other.close()
     assert [e.type for e in second.client.history(runs[0])].count(EventType.ACTIVITY_SCHEDULED) == 1
+
+
+def test_a_busy_worker_that_never_polls_is_still_seen_by_its_reports(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    srv = make_server(clock=clock)
+    _start_chains(srv, modules, 1, k=2)
+    (task,) = _lease_all(srv.client, 1)  # its poll is the last time it was seen polling
+    clock.advance(timedelta(minutes=10))  # long past "lately"
+    assert [w.worker_id for w in srv.client.status().workers] == []
+    stream = srv.client.work_stream()
+    try:
+        reported = stream.report_workflow(
+            task, _activate(sandbox, task), worker_id="w", next_queue="main"
+        )
+        assert reported.next is not None  # eager dispatch: it has work and no reason to poll
+    finally:
+        stream.close()
+    (seen,) = srv.client.status().workers
+    assert (seen.worker_id, seen.queue, seen.pool) == ("w", "main", "main")
+    assert seen.last_seen == clock.now()
