@@ -9,7 +9,13 @@ from __future__ import annotations
 from . import _approval_mapping as approval_mapping
 from . import _mapping as mapping
 from ._mapping import tenant_of
-from ._options import AUTHORIZATION_HEADER, GRPC_OPTIONS, MAX_MESSAGE_BYTES, OPERATOR_TOKEN_HEADER
+from ._options import (
+    AUTHORIZATION_HEADER,
+    GRPC_OPTIONS,
+    MAX_MESSAGE_BYTES,
+    OPERATOR_TOKEN_HEADER,
+    STREAM_MESSAGE_BUDGET,
+)
 from ._status import (
     ERROR_FIELDS_KEY,
     ERROR_TYPE_KEY,
@@ -28,6 +34,7 @@ __all__ = [
     "GRPC_OPTIONS",
     "MAX_MESSAGE_BYTES",
     "OPERATOR_TOKEN_HEADER",
+    "STREAM_MESSAGE_BUDGET",
     "SYSTEM_ROOTS",
     "ClientTls",
     "ServerTls",

@@ -1442,7 +1442,9 @@ class WorkAnswer(_message.Message):
     def __init__(self, id: _Optional[int] = ..., complete: _Optional[_Union[CompleteTaskResponse, _Mapping]] = ..., fail: _Optional[_Union[FailTaskResponse, _Mapping]] = ..., heartbeat: _Optional[_Union[HeartbeatResponse, _Mapping]] = ..., query: _Optional[_Union[CompleteQueryResponse, _Mapping]] = ..., error: _Optional[_Union[WorkError, _Mapping]] = ...) -> None: ...
 
 class WorkAnswers(_message.Message):
-    __slots__ = ("answers",)
+    __slots__ = ("answers", "more")
     ANSWERS_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
     answers: _containers.RepeatedCompositeFieldContainer[WorkAnswer]
-    def __init__(self, answers: _Optional[_Iterable[_Union[WorkAnswer, _Mapping]]] = ...) -> None: ...
+    more: bool
+    def __init__(self, answers: _Optional[_Iterable[_Union[WorkAnswer, _Mapping]]] = ..., more: _Optional[bool] = ...) -> None: ...

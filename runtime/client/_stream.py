@@ -28,8 +28,8 @@ from typing import Any
 import grpc
 
 from amber.abi import ActivityOutcome, AmberError, ErrorInfo, RetryableError
+from amber.runtime.api import STREAM_MESSAGE_BUDGET, error_from_rpc, error_of
 from amber.runtime.api import amber_pb2 as pb
-from amber.runtime.api import error_from_rpc, error_of
 from amber.runtime.model import (
     ActivationStats,
     FailureReport,
@@ -248,7 +248,8 @@ class _Line:
             if self.ended is not None:
                 return
             items = [first]
-            while len(items) < self._max_batch:
+            size = first.ByteSize()
+            while len(items) < self._max_batch and size < STREAM_MESSAGE_BUDGET:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
@@ -257,6 +258,7 @@ class _Line:
                     self._queue.put(None)  # ends the stream after this batch
                     break
                 items.append(item)
+                size += item.ByteSize()
             self._sent(len(items))
             self._at_server = True
             yield pb.WorkBatch(items=items)
@@ -265,8 +267,9 @@ class _Line:
         error: AmberError
         try:
             for answers in self._answers:
-                self._at_server = False
-                self._window.release()
+                if not answers.more:  # the batch is answered: the next one may go
+                    self._at_server = False
+                    self._window.release()
                 for answer in answers.answers:
                     with self._lock:
                         waiter = self._waiting.pop(answer.id, None)

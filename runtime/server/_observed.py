@@ -189,13 +189,17 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
 
             code = "OK"
             try:
+                answered: list[Any] = []
                 for answers in inner(checked(), context):
-                    seconds = time.perf_counter() - started[0]
-                    observe(method, "OK", seconds)
-                    if count_batch is not None:
-                        count_batch(len(answers.answers))
-                    if spans is not None and current[0] is not None:
-                        _item_spans(spans, current[0], answers, seconds)
+                    answered.append(answers)
+                    if not answers.more and current[0] is not None:  # the batch is answered
+                        seconds = time.perf_counter() - started[0]
+                        observe(method, "OK", seconds)
+                        if count_batch is not None:
+                            count_batch(len(current[0].items))
+                        if spans is not None:
+                            _item_spans(spans, current[0], answered, seconds)
+                        answered = []
                     yield answers
             except BaseException:
                 code = _code(context) or "UNKNOWN"
@@ -211,10 +215,15 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
         )
 
 
-def _item_spans(spans: trace.Tracer, batch: Any, answers: Any, seconds: float) -> None:
+def _item_spans(spans: trace.Tracer, batch: Any, messages: list[Any], seconds: float) -> None:
     """A span per item of an answered batch, in the item's own trace."""
     began = time.time_ns() - int(seconds * 1e9)
-    errors = {a.id: a.error.code for a in answers.answers if a.WhichOneof("answer") == "error"}
+    errors = {
+        a.id: a.error.code
+        for answers in messages
+        for a in answers.answers
+        if a.WhichOneof("answer") == "error"
+    }
     for item in batch.items:
         kind = item.WhichOneof("call")
         name = ITEM_METHODS.get(kind or "", "Work")

@@ -16,8 +16,8 @@ from typing import Any
 
 from amber.abi import AmberError, InvalidInput
 from amber.history import LeaseLost, QueryAnswer
+from amber.runtime.api import STREAM_MESSAGE_BUDGET, error_parts, status_of
 from amber.runtime.api import amber_pb2 as pb
-from amber.runtime.api import error_parts, status_of
 from amber.runtime.api import mapping as m
 from amber.runtime.model import Recorded, to_ms
 from amber.runtime.services import Claim, Report, TaskService
@@ -157,7 +157,7 @@ class WorkerCalls:
             self._streams.add(context)
         try:
             for batch in batches:
-                yield self.batch(batch)
+                yield from split_answers(self.batch(batch))
         finally:
             with self._streams_lock:
                 self._streams.discard(context)
@@ -218,6 +218,25 @@ class WorkerCalls:
         if item.WhichOneof("call") == "complete":
             return pb.WorkAnswer(id=item.id, complete=m.recorded_to_pb(result))
         return pb.WorkAnswer(id=item.id, fail=_failed_to_pb(result))
+
+
+def split_answers(answers: pb.WorkAnswers, budget: int | None = None) -> Iterator[pb.WorkAnswers]:
+    """A batch's answers as messages of about `budget` bytes at most (`STREAM_MESSAGE_BUDGET`;
+    one answer alone may be larger), all but the last marked `more`."""
+    budget = STREAM_MESSAGE_BUDGET if budget is None else budget
+    if answers.ByteSize() <= budget:
+        yield answers
+        return
+    part: list[pb.WorkAnswer] = []
+    size = 0
+    for answer in answers.answers:
+        grows = answer.ByteSize() + 8
+        if part and size + grows > budget:
+            yield pb.WorkAnswers(answers=part, more=True)
+            part, size = [], 0
+        part.append(answer)
+        size += grows
+    yield pb.WorkAnswers(answers=part)
 
 
 def _failed_to_pb(recorded: Recorded) -> pb.FailTaskResponse:

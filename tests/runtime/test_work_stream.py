@@ -22,6 +22,8 @@ from amber.runtime.client._reports import workflow_request
 from amber.runtime.model import LeasedTask, ManualClock, WorkflowCompletion
 from amber.runtime.replay import WorkflowActivation, activate_workflow
 from amber.runtime.sandbox import Sandbox, SandboxLimits
+from amber.runtime.server import _worker_rpc as worker_rpc
+from amber.runtime.server._worker_rpc import split_answers
 from amber.runtime.worker import Worker, WorkerSettings
 from amber.runtime.worker._worker import _completion
 from tests.conftest import InProcessServer, wait_for
@@ -250,3 +252,35 @@ def test_a_busy_worker_that_never_polls_is_still_seen_by_its_reports(
     (seen,) = srv.client.status().workers
     assert (seen.worker_id, seen.queue, seen.pool) == ("w", "main", "main")
     assert seen.last_seen == clock.now()
+
+
+def test_a_batchs_answers_are_split_to_fit_and_the_worker_reads_them_all(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = pb.WorkAnswers(
+        answers=[pb.WorkAnswer(id=i, error=pb.WorkError(message="x" * 100)) for i in range(5)]
+    )
+    parts = list(split_answers(answers, budget=250))
+    assert len(parts) == 3 and [p.more for p in parts] == [True, True, False]
+    assert [a.id for p in parts for a in p.answers] == list(range(5))
+    assert list(split_answers(answers)) == [answers]  # within the budget: one message
+
+    # Every answer in a message of its own: the worker waits for a batch's last one.
+    monkeypatch.setattr(worker_rpc, "STREAM_MESSAGE_BUDGET", 1)
+    srv = make_server()
+    runs = _start_chains(srv, modules, 6, k=2)
+    settings = WorkerSettings(worker_id="split", slots=6, poll_wait_s=0.2, streams=1)
+    worker = Worker(srv.client, sandbox, settings)
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    try:
+        wait_for(lambda: all(srv.client.result(r).status.closed for r in runs), 60, "every run")
+    finally:
+        worker.close()
+        serving.join(timeout=10)
+    for run in runs:
+        assert srv.client.result(run).status is RunStatus.COMPLETED
+        _exactly_once(srv.client, run, 2)
