@@ -33,6 +33,11 @@ ITEM_METHODS = {
 """A stream item's kind → the unary call it stands for (its authorisation is that call's)."""
 
 
+MAX_GROUP = 64
+"""Reports recorded in one transaction at most: a longer batch (a worker's own is at most 64
+items) is recorded as several groups, so that no one transaction holds locks for long."""
+
+
 class WorkerCalls:
     """The worker-facing calls other than polling, for the unary methods and the stream."""
 
@@ -193,12 +198,14 @@ class WorkerCalls:
                     raise InvalidInput("a stream item needs a report, a heartbeat or an answer")
             except Exception as exc:
                 answers[i] = _refused(item.id, exc)
-        try:
-            results = self._tasks.record_group(reports)
-        except Exception as exc:  # the whole group failed (the database is down, say)
-            results = [exc] * len(reports)
-        for i, result in zip(at, results, strict=True):
-            answers[i] = self._reported(batch.items[i], result)
+        for start in range(0, len(reports), MAX_GROUP):  # a long batch: several groups
+            group = reports[start : start + MAX_GROUP]
+            try:
+                results = self._tasks.record_group(group)
+            except Exception as exc:  # the whole group failed (the database is down, say)
+                results = [exc] * len(group)
+            for i, result in zip(at[start : start + MAX_GROUP], results, strict=True):
+                answers[i] = self._reported(batch.items[i], result)
         return pb.WorkAnswers(answers=[a for a in answers if a is not None])
 
     def _reported(self, item: pb.WorkItem, result: Recorded | Exception) -> pb.WorkAnswer:

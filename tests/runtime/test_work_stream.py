@@ -284,3 +284,23 @@ def test_a_batchs_answers_are_split_to_fit_and_the_worker_reads_them_all(
     for run in runs:
         assert srv.client.result(run).status is RunStatus.COMPLETED
         _exactly_once(srv.client, run, 2)
+
+
+def test_a_long_batch_is_recorded_in_groups_of_bounded_size(
+    make_server: Callable[..., InProcessServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    srv = make_server()
+    sizes = _record_group_sizes(srv, monkeypatch)
+    failure = pb.Failure(reason="trap", message="stale")
+    items = [
+        pb.WorkItem(
+            id=i,
+            fail=pb.FailTaskRequest(task_id=10_000 + i, fencing=1, worker_id="w", failure=failure),
+        )
+        for i in range(2 * worker_rpc.MAX_GROUP + 2)
+    ]
+    stub = pb_grpc.AmberStub(grpc.insecure_channel(srv.target))  # type: ignore[no-untyped-call]
+    (answers,) = list(stub.Work(iter([pb.WorkBatch(items=items)]), timeout=20))
+    assert sizes == [worker_rpc.MAX_GROUP, worker_rpc.MAX_GROUP, 2]
+    assert {a.error.type for a in answers.answers} == {LeaseLost.wire_name}
+    assert sorted(a.id for a in answers.answers) == list(range(len(items)))
