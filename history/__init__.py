@@ -80,6 +80,7 @@ if TYPE_CHECKING:
         after_commit,
         is_transient,
         savepoint,
+        step_failure,
     )
     from ._deliveries import (
         Discarded,
@@ -445,6 +446,7 @@ _LAZY: dict[str, str] = {
     "run_timers_txn": "_timers",
     "runs_of_type_txn": "_runs",
     "savepoint": "_database",
+    "step_failure": "_database",
     "set_next_cmd_txn": "_runs",
     "start_embedded_postgres": "_embedded",
     "store_footprint_txn": "_footprint",
@@ -657,6 +659,7 @@ __all__ = [
     "savepoint",
     "set_next_cmd_txn",
     "start_embedded_postgres",
+    "step_failure",
     "store_footprint_txn",
     "store_gauges_txn",
     "surgical_failures_txn",

@@ -66,6 +66,18 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, psycopg.OperationalError)
 
 
+def step_failure(exc: Exception, cur: Cursor) -> Exception | None:
+    """What a step that failed inside a larger transaction reports for itself (a duplicate key
+    as `DuplicateRow`, as `Database.run` would), or None when the whole transaction must run
+    again: the connection is gone, or a serialization failure or deadlock (the retries
+    `Database.run` makes). For one report of a group commit, after its savepoint rolled back."""
+    if _transient(exc, cur.connection):
+        return None
+    if isinstance(exc, pgerrors.UniqueViolation):
+        return DuplicateRow(f"a concurrent write took the same key: {exc}")
+    return exc
+
+
 def _transient(exc: Exception, conn: psycopg.Connection[Any] | None) -> bool:
     """Whether retrying the whole transaction may succeed.
 

@@ -121,7 +121,7 @@ class AmberServer:
         listen: str = "127.0.0.1:7233",
         clock: Clock | None = None,
         settings: EngineSettings | None = None,
-        max_threads: int = 64,
+        max_threads: int = 256,  # each worker holds three: its two streams and a long poll
         operators: Operators | None = None,
         approval_sink: ApprovalSink | None = None,
         approval_page: ApprovalPageOptions | None = None,

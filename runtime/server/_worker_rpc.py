@@ -54,8 +54,10 @@ class WorkerCalls:
         self._default_queue = default_queue
         self._checks_credentials = checks_credentials
         self._seen = seen
-        self._streams: set[Any] = set()
+        self._streams: dict[Any, list[bool]] = {}
+        """Open streams (their gRPC contexts), each with whether a batch of it is being answered."""
         self._streams_lock = threading.Lock()
+        self._ending = threading.Event()
 
     def holder(self, worker_id: str) -> str | None:
         """Whom a report must come from: on a server that checks credentials, the worker (its
@@ -158,23 +160,35 @@ class WorkerCalls:
 
     def stream(self, batches: Iterator[pb.WorkBatch], context: Any) -> Iterator[pb.WorkAnswers]:
         """`Work`: answer each batch with one message, in the order the batches came."""
+        busy = [False]
         with self._streams_lock:
-            self._streams.add(context)
+            self._streams[context] = busy
         try:
             for batch in batches:
-                yield from split_answers(self.batch(batch))
+                with self._streams_lock:
+                    busy[0] = True
+                try:
+                    yield from split_answers(self.batch(batch))
+                finally:
+                    with self._streams_lock:
+                        busy[0] = False
+                if self._ending.is_set():
+                    return  # answered its last batch: the worker moves on
         finally:
             with self._streams_lock:
-                self._streams.discard(context)
+                self._streams.pop(context, None)
 
     def end_streams(self) -> int:
-        """End every open stream (the server is stopping): its worker reconnects, to another
-        server if there is one, and resends what was not answered. Returns how many ended."""
+        """End every open stream (the server is stopping): an idle one at once, a busy one
+        once its batch is answered, so that no committed batch loses its answers. Its worker
+        reconnects, to another server if there is one. Returns how many were open."""
+        self._ending.set()
         with self._streams_lock:
-            streams = list(self._streams)
-        for context in streams:
+            idle = [context for context, busy in self._streams.items() if not busy[0]]
+            count = len(self._streams)
+        for context in idle:
             context.cancel()
-        return len(streams)
+        return count
 
     def batch(self, batch: pb.WorkBatch) -> pb.WorkAnswers:
         """Answer one batch: its reports recorded together, its other items one by one."""

@@ -19,16 +19,26 @@ next task's claim — so it is not one statement without moving that logic into 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from amber.history import TASKS_CHANNEL, Cursor, Database, VersionConflict, is_transient, savepoint
+from amber.history import (
+    TASKS_CHANNEL,
+    Cursor,
+    Database,
+    VersionConflict,
+    savepoint,
+    step_failure,
+)
 from amber.runtime.model import ClaimedTask, Recorded
 
 from ._activation import Outcome
 from ._lifecycle import Wake
 from ._notify import Notifier, poke
 from ._stats import HealthCounter
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,7 +122,7 @@ class Recorder:
                     try:
                         done[i] = one(cur, reports[i], outs[i])
                     except Exception as exc:
-                        if grouped and not is_transient(exc):
+                        if grouped and step_failure(exc, cur) is not None:
                             raise _Refused from exc  # try again, each report on its own
                         raise
                     continue
@@ -120,9 +130,10 @@ class Recorder:
                     with savepoint(cur, "amber_report"):
                         done[i] = one(cur, reports[i], outs[i])
                 except Exception as exc:
-                    if is_transient(exc):
+                    failure = step_failure(exc, cur)
+                    if failure is None:
                         raise  # the transaction is gone: the whole group runs again
-                    done[i] = exc
+                    done[i] = failure
             return done
 
         if not reports:
@@ -140,7 +151,10 @@ class Recorder:
         for report, out, outcome in zip(reports, outs, done, strict=True):
             if isinstance(outcome, Exception):
                 if isinstance(outcome, VersionConflict) and report.after_conflict is not None:
-                    wakes += self._db.run(report.after_conflict)
+                    try:  # the group committed: its other answers stand whatever happens here
+                        wakes += self._db.run(report.after_conflict)
+                    except Exception:  # the sweeper or the next report covers the stale task
+                        _log.exception("a stale workflow task could not be dropped")
                 results.append(outcome)
                 continue
             own, claimed = outcome

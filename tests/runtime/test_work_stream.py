@@ -304,3 +304,44 @@ def test_a_long_batch_is_recorded_in_groups_of_bounded_size(
     assert sizes == [worker_rpc.MAX_GROUP, worker_rpc.MAX_GROUP, 2]
     assert {a.error.type for a in answers.answers} == {LeaseLost.wire_name}
     assert sorted(a.id for a in answers.answers) == list(range(len(items)))
+
+
+def test_a_stopping_server_answers_the_batch_it_is_recording_before_ending_its_stream(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    srv = make_server()
+    _start_chains(srv, modules, 1, k=1)
+    (task,) = _lease_all(srv.client, 1)
+    done = _activate(sandbox, task)
+    recording, release = threading.Event(), threading.Event()
+    real = srv.server.tasks.record_group
+
+    def held(reports):  # type: ignore[no-untyped-def]
+        recording.set()
+        release.wait(10)
+        return real(reports)
+
+    monkeypatch.setattr(srv.server.tasks, "record_group", held)
+    stream = srv.client.work_stream(lines=1)
+    outcome: list[object] = []
+    reporting = threading.Thread(
+        target=lambda: outcome.append(stream.report_workflow(task, done, worker_id="w"))
+    )
+    reporting.start()
+    try:
+        assert recording.wait(10)
+        stopping = threading.Thread(target=lambda: srv.server.stop(grace_s=10))
+        stopping.start()
+        time.sleep(0.3)  # the stop has begun while the batch is being recorded
+        release.set()
+        reporting.join(10)
+        stopping.join(15)
+        assert not stopping.is_alive()
+    finally:
+        release.set()
+        stream.close()
+    (reported,) = outcome  # the committed batch's answer arrived: nothing to resend
+    assert [e.type for e in reported.appended] == [EventType.ACTIVITY_SCHEDULED]  # type: ignore[attr-defined]
