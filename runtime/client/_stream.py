@@ -240,8 +240,10 @@ class _Line:
 
     def _batches(self) -> Iterator[pb.WorkBatch]:
         """What gRPC sends: each batch as soon as the one before it is answered."""
+        carried: pb.WorkItem | None = None  # the item that did not fit in the last batch
         while True:
-            first = self._queue.get()
+            first = carried if carried is not None else self._queue.get()
+            carried = None
             if first is None:
                 return
             self._window.acquire()
@@ -249,13 +251,16 @@ class _Line:
                 return
             items = [first]
             size = first.ByteSize()
-            while len(items) < self._max_batch and size < STREAM_MESSAGE_BUDGET:
+            while len(items) < self._max_batch:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
                     self._queue.put(None)  # ends the stream after this batch
+                    break
+                if size + item.ByteSize() > STREAM_MESSAGE_BUDGET:
+                    carried = item  # it leads the next batch
                     break
                 items.append(item)
                 size += item.ByteSize()

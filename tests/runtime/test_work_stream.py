@@ -18,6 +18,7 @@ from amber.history import Database, EventType, LeaseLost, RunStatus, VersionConf
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.client import AmberClient, decode
+from amber.runtime.client import _stream as client_stream
 from amber.runtime.client._reports import workflow_request
 from amber.runtime.model import LeasedTask, ManualClock, WorkflowCompletion
 from amber.runtime.replay import WorkflowActivation, activate_workflow
@@ -345,3 +346,31 @@ def test_a_stopping_server_answers_the_batch_it_is_recording_before_ending_its_s
         stream.close()
     (reported,) = outcome  # the committed batch's answer arrived: nothing to resend
     assert [e.type for e in reported.appended] == [EventType.ACTIVITY_SCHEDULED]  # type: ignore[attr-defined]
+
+
+def test_an_item_that_would_overflow_the_batch_budget_leads_the_next_batch(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    srv = make_server()
+    _start_chains(srv, modules, 1, k=1)
+    (task,) = _lease_all(srv.client, 1)
+    monkeypatch.setattr(client_stream, "STREAM_MESSAGE_BUDGET", 1)  # one item per batch
+    stream = srv.client.work_stream(lines=1)
+    acks: list[object] = []
+
+    def beat() -> None:
+        for _ in range(5):
+            acks.append(stream.heartbeat(task, worker_id="w"))
+
+    beating = [threading.Thread(target=beat) for _ in range(4)]
+    try:
+        for thread in beating:
+            thread.start()
+        for thread in beating:
+            thread.join(20)
+    finally:
+        stream.close()
+    assert len(acks) == 20  # every item answered, none lost at a batch's edge
+    assert stream.items == stream.batches == 20
