@@ -280,33 +280,6 @@ class TaskService:
 
     # -- workflow outcomes ---------------------------------------------------------------------
 
-    def complete_workflow(
-        self,
-        *,
-        task_id: int,
-        fencing: int,
-        done: WorkflowCompletion,
-        claim_next: Claim | None = None,
-        fuel: int = 0,
-        holder: str | None = None,
-    ) -> Recorded:
-        """Append a workflow activation's commands (and closing event) under its lease.
-
-        Returns the worker's next task when `claim_next` asks for one. Raises `LeaseLost` for a
-        stale worker and `VersionConflict` if history moved on since the activation read it (the
-        task is then dropped: a newer pending task covers the run).
-        """
-        return self._recorder.record(
-            self.workflow_report(
-                task_id=task_id,
-                fencing=fencing,
-                done=done,
-                claim_next=claim_next,
-                fuel=fuel,
-                holder=holder,
-            )
-        )
-
     def workflow_report(
         self,
         *,
@@ -318,7 +291,13 @@ class TaskService:
         holder: str | None = None,
         run_id: str = "",
     ) -> Report:
-        """`complete_workflow`'s report, for `record_group`. Raises what its checks refuse."""
+        """A workflow activation's report: append its commands (and closing event) under its
+        lease, for `record` or `record_group`. Raises what its checks refuse.
+
+        Recorded, it holds the worker's next task when `claim_next` asks for one; it is refused
+        with `LeaseLost` for a stale worker and `VersionConflict` if history moved on since the
+        activation read it (the task is then dropped: a newer pending task covers the run).
+        """
         self._check_commands(done.commands, done.result)
         return Report(
             body=lambda cur, out: self._complete_workflow_txn(
@@ -403,38 +382,6 @@ class TaskService:
 
     # -- activity outcomes ---------------------------------------------------------------------
 
-    def complete_activity(
-        self,
-        *,
-        task_id: int,
-        fencing: int,
-        outcome: ActivityOutcome,
-        claim_next: Claim | None = None,
-        fuel: int = 0,
-        then: ThenWorkflow | None = None,
-        holder: str | None = None,
-    ) -> Recorded:
-        """Record an activity attempt's outcome: its result, a retry, or its final failure.
-
-        With `then` (a completed activity only), the run's next workflow activation, which the
-        worker ran itself, is applied in the same transaction when the run's head is still where
-        the worker saw it; otherwise the activity is recorded alone and the run's workflow task
-        runs as usual (`Recorded.combined` says which). Returns the worker's next task when
-        `claim_next` asks for one. Raises `LeaseLost` for a stale worker: a late duplicate result
-        is rejected here.
-        """
-        return self._recorder.record(
-            self.activity_report(
-                task_id=task_id,
-                fencing=fencing,
-                outcome=outcome,
-                claim_next=claim_next,
-                fuel=fuel,
-                then=then,
-                holder=holder,
-            )
-        )
-
     def activity_report(
         self,
         *,
@@ -447,7 +394,16 @@ class TaskService:
         holder: str | None = None,
         run_id: str = "",
     ) -> Report:
-        """`complete_activity`'s report, for `record_group`. Raises what its checks refuse."""
+        """An activity attempt's report: its result, a retry, or its final failure, for
+        `record` or `record_group`. Raises what its checks refuse.
+
+        With `then` (a completed activity only), the run's next workflow activation, which the
+        worker ran itself, is applied in the same transaction when the run's head is still where
+        the worker saw it; otherwise the activity is recorded alone and the run's workflow task
+        runs as usual (`Recorded.combined` says which). Recorded, it holds the worker's next
+        task when `claim_next` asks for one; a stale worker's (a late duplicate result) is
+        refused with `LeaseLost`.
+        """
         if outcome.result is not None and len(outcome.result) > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
                 f"activity result is {len(outcome.result)} bytes;"
@@ -522,30 +478,6 @@ class TaskService:
         out.counted.append((run.digest, TaskKind.WORKFLOW.value, OK))
         return applied.wakes
 
-    def fail(
-        self,
-        *,
-        task_id: int,
-        fencing: int,
-        failure: FailureReport,
-        worker: str,
-        claim_next: Claim | None = None,
-        holder: str | None = None,
-    ) -> ClaimedTask | None:
-        """Record a failed activation and retry or resolve the task. Raises `LeaseLost`.
-
-        Returns the worker's next task when `claim_next` asks for one.
-        """
-        report = self.failure_report(
-            task_id=task_id,
-            fencing=fencing,
-            failure=failure,
-            worker=worker,
-            claim_next=claim_next,
-            holder=holder,
-        )
-        return self._recorder.record(report).next
-
     def failure_report(
         self,
         *,
@@ -557,7 +489,9 @@ class TaskService:
         holder: str | None = None,
         run_id: str = "",
     ) -> Report:
-        """`fail`'s report, for `record_group`."""
+        """A failed activation's report, which retries or resolves the task, for `record` or
+        `record_group`. Recorded, it holds the worker's next task when `claim_next` asks for
+        one; a report that does not hold the lease is refused with `LeaseLost`."""
 
         def txn(cur: Cursor, out: Outcome) -> list[Wake]:
             task, run = lock_leased_task_with_run_txn(cur, task_id, fencing)
