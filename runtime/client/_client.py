@@ -7,7 +7,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from amber.abi import ActivityOutcome, ErrorInfo
 from amber.history import (
     Approval,
     AuditEntry,
@@ -27,28 +26,22 @@ from amber.runtime.api import amber_pb2_grpc as pb_grpc
 from amber.runtime.api import approval_mapping as am
 from amber.runtime.api import mapping as m
 from amber.runtime.model import (
-    ActivationStats,
     ApprovalDetail,
     DecisionOutcome,
-    FailureReport,
-    HeartbeatAck,
     LeasedTask,
     PayloadTooLarge,
-    Reported,
     RunCheck,
     RunDescription,
     ServerStatus,
     StartResult,
-    ThenWorkflow,
     TriageOutcome,
-    WorkflowCompletion,
 )
 from amber.versions import ModuleVersion, TypeStatus, UploadResult
 
 from . import _calls as calls
-from . import _reports as reports
 from ._calls import decode as decode  # re-exported: callers imported them from here
 from ._calls import encode as encode
+from ._reports import ReportCalls
 from ._stream import WorkStream
 
 T = TypeVar("T")
@@ -57,7 +50,7 @@ _ENVELOPE_ROOM = 64 * 1024
 """What a request needs besides its payload, within gRPC's message cap."""
 
 
-class AmberClient:
+class AmberClient(ReportCalls):
     """A connection to one Amber server. Thread-safe. Errors come back as Amber's typed errors."""
 
     def __init__(
@@ -595,93 +588,22 @@ class AmberClient:
         response = self._call(self._stub.PollTask, request, extra_timeout_s=wait_s)
         return m.leased_from_pb(response.task) if response.HasField("task") else None
 
-    # The three outcome calls take `next_queue`: when given, the server leases this worker's
-    # next task of that queue in the same transaction and returns it (eager dispatch), which
-    # saves a poll round trip and a transaction per task.
+    # A worker's reports (`ReportCalls`), each as its own call.
 
-    def complete_workflow(
-        self,
-        task: LeasedTask,
-        done: WorkflowCompletion,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-        stats: ActivationStats | None = None,
-    ) -> LeasedTask | None:
-        """Report a workflow activation; with `next_queue`, lease the next task in the same call."""
-        return self.report_workflow(
-            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
-        ).next
+    def _send_completion(self, request: pb.CompleteTaskRequest) -> pb.CompleteTaskResponse:
+        response: pb.CompleteTaskResponse = self._call(self._stub.CompleteTask, request)
+        return response
 
-    def report_workflow(
-        self,
-        task: LeasedTask,
-        done: WorkflowCompletion,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-        stats: ActivationStats | None = None,
-    ) -> Reported:
-        """`complete_workflow`, with the events it appended (for a worker keeping the run's
-        history)."""
-        request = reports.workflow_request(
-            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
-        )
-        return reports.reported(task, self._call(self._stub.CompleteTask, request))
+    def _send_failure(self, request: pb.FailTaskRequest) -> pb.FailTaskResponse:
+        response: pb.FailTaskResponse = self._call(self._stub.FailTask, request)
+        return response
 
-    def complete_activity(
-        self,
-        task: LeasedTask,
-        outcome: ActivityOutcome,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-        stats: ActivationStats | None = None,
-    ) -> LeasedTask | None:
-        """Report an activity's outcome; with `next_queue`, lease the next task in the same call."""
-        return self.report_activity(
-            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats
-        ).next
+    def _send_heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
+        response: pb.HeartbeatResponse = self._call(self._stub.Heartbeat, request)
+        return response
 
-    def report_activity(
-        self,
-        task: LeasedTask,
-        outcome: ActivityOutcome,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-        stats: ActivationStats | None = None,
-        then: ThenWorkflow | None = None,
-    ) -> Reported:
-        """`complete_activity`; with `then`, the run's next workflow activation, run by the
-        worker after this activity, applied with it if the run has not moved on
-        (`Reported.combined` says whether it was)."""
-        request = reports.activity_request(
-            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats, then=then
-        )
-        return reports.reported(task, self._call(self._stub.CompleteTask, request))
-
-    def fail_task(
-        self,
-        task: LeasedTask,
-        report: FailureReport,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-    ) -> LeasedTask | None:
-        """Report a failed attempt; with `next_queue`, lease the next task in the same call."""
-        request = reports.failure_request(task, report, worker_id=worker_id, next_queue=next_queue)
-        return reports.next_task(self._call(self._stub.FailTask, request))
-
-    def heartbeat(
-        self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
-    ) -> HeartbeatAck:
-        """Extend the task's lease (with `details`: an activity's own heartbeat).
-
-        Raises `LeaseLost` if the task is no longer ours; says if cancellation was requested.
-        """
-        request = reports.heartbeat_request(task, worker_id=worker_id, details=details)
-        return reports.heartbeat_ack(self._call(self._stub.Heartbeat, request))
+    def _send_answer(self, request: pb.CompleteQueryRequest) -> None:
+        self._call(self._stub.CompleteQuery, request)
 
     def release_leases(self, worker_id: str) -> int:
         """Give up every lease held under `worker_id` (each becomes a failed "worker lost"
@@ -689,21 +611,6 @@ class AmberClient:
         is gone; returns how many were released."""
         request = pb.ReleaseLeasesRequest(worker_id=worker_id)
         return int(self._call(self._stub.ReleaseLeases, request).released)
-
-    def complete_query(
-        self,
-        task: LeasedTask,
-        *,
-        worker_id: str,
-        result: bytes | None,
-        error: ErrorInfo | None,
-        ended: str = "",
-    ) -> None:
-        """Answer a query task (`result` is the published value, or `error` why there is none)."""
-        request = reports.query_request(
-            task, worker_id=worker_id, result=result, error=error, ended=ended
-        )
-        self._call(self._stub.CompleteQuery, request)
 
     def work_stream(self, *, max_batch: int = 64, lines: int = 2) -> WorkStream:
         """Streams that carry this worker's reports, heartbeats and query answers in batches

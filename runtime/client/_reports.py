@@ -1,7 +1,9 @@
-"""A worker's requests (reports, heartbeats, query answers) and how their answers read: one
-form, sent as unary calls by `AmberClient` or as items of the worker's stream (`WorkStream`)."""
+"""A worker's calls (reports, heartbeats, query answers): one form, `ReportCalls`, sent as unary
+calls by `AmberClient` or as items of the worker's stream by `WorkStream`."""
 
 from __future__ import annotations
+
+from abc import ABC, abstractmethod
 
 from amber.abi import ActivityOutcome, ErrorInfo
 from amber.runtime.api import amber_pb2 as pb
@@ -127,3 +129,121 @@ def _fill(
     request.run_id = task.run_id
     request.want_next = next_queue is not None
     request.next_queue = next_queue or ""
+
+
+class ReportCalls(ABC):
+    """The calls a worker reports with, over a transport that only sends the requests."""
+
+    @abstractmethod
+    def _send_completion(self, request: pb.CompleteTaskRequest) -> pb.CompleteTaskResponse: ...
+
+    @abstractmethod
+    def _send_failure(self, request: pb.FailTaskRequest) -> pb.FailTaskResponse: ...
+
+    @abstractmethod
+    def _send_heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse: ...
+
+    @abstractmethod
+    def _send_answer(self, request: pb.CompleteQueryRequest) -> None: ...
+
+    # The three outcome calls take `next_queue`: when given, the server leases this worker's
+    # next task of that queue in the same transaction and returns it (eager dispatch), which
+    # saves a poll round trip and a transaction per task.
+
+    def complete_workflow(
+        self,
+        task: LeasedTask,
+        done: WorkflowCompletion,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+    ) -> LeasedTask | None:
+        """Report a workflow activation; with `next_queue`, lease the next task in the same call."""
+        return self.report_workflow(
+            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
+        ).next
+
+    def report_workflow(
+        self,
+        task: LeasedTask,
+        done: WorkflowCompletion,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+    ) -> Reported:
+        """`complete_workflow`, with the events it appended (for a worker keeping the run's
+        history)."""
+        request = workflow_request(
+            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
+        )
+        return reported(task, self._send_completion(request))
+
+    def complete_activity(
+        self,
+        task: LeasedTask,
+        outcome: ActivityOutcome,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+    ) -> LeasedTask | None:
+        """Report an activity's outcome; with `next_queue`, lease the next task in the same call."""
+        return self.report_activity(
+            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats
+        ).next
+
+    def report_activity(
+        self,
+        task: LeasedTask,
+        outcome: ActivityOutcome,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+        stats: ActivationStats | None = None,
+        then: ThenWorkflow | None = None,
+    ) -> Reported:
+        """`complete_activity`; with `then`, the run's next workflow activation, run by the
+        worker after this activity, applied with it if the run has not moved on
+        (`Reported.combined` says whether it was)."""
+        request = activity_request(
+            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats, then=then
+        )
+        return reported(task, self._send_completion(request))
+
+    def fail_task(
+        self,
+        task: LeasedTask,
+        report: FailureReport,
+        *,
+        worker_id: str,
+        next_queue: str | None = None,
+    ) -> LeasedTask | None:
+        """Report a failed attempt; with `next_queue`, lease the next task in the same call."""
+        request = failure_request(task, report, worker_id=worker_id, next_queue=next_queue)
+        return next_task(self._send_failure(request))
+
+    def heartbeat(
+        self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
+    ) -> HeartbeatAck:
+        """Extend the task's lease (with `details`: an activity's own heartbeat).
+
+        Raises `LeaseLost` if the task is no longer ours; says if cancellation was requested.
+        """
+        request = heartbeat_request(task, worker_id=worker_id, details=details)
+        return heartbeat_ack(self._send_heartbeat(request))
+
+    def complete_query(
+        self,
+        task: LeasedTask,
+        *,
+        worker_id: str,
+        result: bytes | None,
+        error: ErrorInfo | None,
+        ended: str = "",
+    ) -> None:
+        """Answer a query task (`result` is the published value, or `error` why there is none)."""
+        self._send_answer(
+            query_request(task, worker_id=worker_id, result=result, error=error, ended=ended)
+        )

@@ -27,27 +27,18 @@ from typing import Any
 
 import grpc
 
-from amber.abi import ActivityOutcome, AmberError, ErrorInfo, RetryableError
+from amber.abi import AmberError, RetryableError
 from amber.runtime.api import STREAM_MESSAGE_BUDGET, error_from_rpc, error_of
 from amber.runtime.api import amber_pb2 as pb
-from amber.runtime.model import (
-    ActivationStats,
-    FailureReport,
-    HeartbeatAck,
-    LeasedTask,
-    Reported,
-    ThenWorkflow,
-    WorkflowCompletion,
-)
 from amber.runtime.tracing import current_traceparent
 
-from . import _reports as reports
+from ._reports import ReportCalls
 
 OpenStream = Callable[[Iterator[pb.WorkBatch]], Any]
 """Opens the `Work` call on an iterator of batches: an iterator of answers that can `cancel()`."""
 
 
-class WorkStream:
+class WorkStream(ReportCalls):
     """A worker's reports over its streams, in batches. Thread-safe: every slot of a worker
     sends through the same one. Its methods are `AmberClient`'s for the same calls.
 
@@ -105,71 +96,18 @@ class WorkStream:
         self.batches += 1
         self.items += items
 
-    # -- the calls -------------------------------------------------------------------------
+    # -- the calls (`ReportCalls`), each as an item ----------------------------------------
 
-    def report_workflow(
-        self,
-        task: LeasedTask,
-        done: WorkflowCompletion,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-        stats: ActivationStats | None = None,
-    ) -> Reported:
-        """`AmberClient.report_workflow`, on the stream."""
-        request = reports.workflow_request(
-            task, done, worker_id=worker_id, next_queue=next_queue, stats=stats
-        )
-        return reports.reported(task, self._ask(pb.WorkItem(complete=request)).complete)
+    def _send_completion(self, request: pb.CompleteTaskRequest) -> pb.CompleteTaskResponse:
+        return self._ask(pb.WorkItem(complete=request)).complete
 
-    def report_activity(
-        self,
-        task: LeasedTask,
-        outcome: ActivityOutcome,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-        stats: ActivationStats | None = None,
-        then: ThenWorkflow | None = None,
-    ) -> Reported:
-        """`AmberClient.report_activity`, on the stream."""
-        request = reports.activity_request(
-            task, outcome, worker_id=worker_id, next_queue=next_queue, stats=stats, then=then
-        )
-        return reports.reported(task, self._ask(pb.WorkItem(complete=request)).complete)
+    def _send_failure(self, request: pb.FailTaskRequest) -> pb.FailTaskResponse:
+        return self._ask(pb.WorkItem(fail=request)).fail
 
-    def fail_task(
-        self,
-        task: LeasedTask,
-        report: FailureReport,
-        *,
-        worker_id: str,
-        next_queue: str | None = None,
-    ) -> LeasedTask | None:
-        """`AmberClient.fail_task`, on the stream."""
-        request = reports.failure_request(task, report, worker_id=worker_id, next_queue=next_queue)
-        return reports.next_task(self._ask(pb.WorkItem(fail=request)).fail)
+    def _send_heartbeat(self, request: pb.HeartbeatRequest) -> pb.HeartbeatResponse:
+        return self._ask(pb.WorkItem(heartbeat=request)).heartbeat
 
-    def heartbeat(
-        self, task: LeasedTask, *, worker_id: str, details: bytes | None = None
-    ) -> HeartbeatAck:
-        """`AmberClient.heartbeat`, on the stream."""
-        request = reports.heartbeat_request(task, worker_id=worker_id, details=details)
-        return reports.heartbeat_ack(self._ask(pb.WorkItem(heartbeat=request)).heartbeat)
-
-    def complete_query(
-        self,
-        task: LeasedTask,
-        *,
-        worker_id: str,
-        result: bytes | None,
-        error: ErrorInfo | None,
-        ended: str = "",
-    ) -> None:
-        """`AmberClient.complete_query`, on the stream."""
-        request = reports.query_request(
-            task, worker_id=worker_id, result=result, error=error, ended=ended
-        )
+    def _send_answer(self, request: pb.CompleteQueryRequest) -> None:
         self._ask(pb.WorkItem(query=request))
 
 
