@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -24,6 +26,20 @@ def make_worker(
     clock: Clock | None = None,
 ) -> Worker:
     return Worker(client, sandbox, WorkerSettings(worker_id=worker_id, poll_wait_s=0.2), clock)
+
+
+@contextlib.contextmanager
+def serving(worker: Worker) -> Iterator[Worker]:
+    """Run `worker` with all its slots in a thread for the block; then stop it, end its
+    streams, and check that it ended."""
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.close()
+        thread.join(timeout=10)
+    assert not thread.is_alive(), "the worker did not stop"
 
 
 def drive(

@@ -29,6 +29,7 @@ from amber.runtime.worker import Worker, WorkerSettings
 from amber.runtime.worker._worker import _completion
 from tests.conftest import InProcessServer, wait_for
 from tests.history._proxy import PgProxy
+from tests.runtime._engine_helpers import serving
 
 
 def _start_chains(srv: InProcessServer, modules: dict[str, bytes], n: int, k: int) -> list[str]:
@@ -184,18 +185,14 @@ def test_a_stream_cut_while_a_batch_is_at_the_server_loses_and_duplicates_nothin
 
     monkeypatch.setattr(srv.server.tasks, "record_group", committed_then_cut)
     settings = WorkerSettings(worker_id="cut", slots=8, poll_wait_s=0.2, streams=1)
-    worker = Worker(client, sandbox, settings)
-    serving = threading.Thread(target=worker.run, daemon=True)
-    serving.start()
     try:
-        wait_for(
-            lambda: all(srv.client.result(r).status.closed for r in runs),
-            60,
-            "every run to close across the cuts",
-        )
+        with serving(Worker(client, sandbox, settings)):
+            wait_for(
+                lambda: all(srv.client.result(r).status.closed for r in runs),
+                60,
+                "every run to close across the cuts",
+            )
     finally:
-        worker.close()
-        serving.join(timeout=10)
         client.close()
         proxy.close()
     assert len(cut_groups) == 3, cut_groups
@@ -214,9 +211,12 @@ def test_a_stopping_server_ends_the_streams_and_the_worker_moves_to_the_next(
     stream = first.client.work_stream()
     try:
         assert stream.heartbeat(task, worker_id="w").cancel_requested is False
-        started = time.monotonic()
-        first.server.stop(grace_s=30)
-        assert time.monotonic() - started < 10  # the open stream did not hold the stop back
+        # The stop ends the idle stream itself: with an hour's grace, waiting for the stream
+        # to end by itself would never finish within the join.
+        stopping = threading.Thread(target=lambda: first.server.stop(grace_s=3600))
+        stopping.start()
+        stopping.join(60)
+        assert not stopping.is_alive()  # the open stream did not hold the stop back
         with pytest.raises(RetryableError):
             stream.heartbeat(task, worker_id="w")
     finally:
@@ -274,14 +274,8 @@ def test_a_batchs_answers_are_split_to_fit_and_the_worker_reads_them_all(
     srv = make_server()
     runs = _start_chains(srv, modules, 6, k=2)
     settings = WorkerSettings(worker_id="split", slots=6, poll_wait_s=0.2, streams=1)
-    worker = Worker(srv.client, sandbox, settings)
-    serving = threading.Thread(target=worker.run, daemon=True)
-    serving.start()
-    try:
+    with serving(Worker(srv.client, sandbox, settings)):
         wait_for(lambda: all(srv.client.result(r).status.closed for r in runs), 60, "every run")
-    finally:
-        worker.close()
-        serving.join(timeout=10)
     for run in runs:
         assert srv.client.result(run).status is RunStatus.COMPLETED
         _exactly_once(srv.client, run, 2)
@@ -336,7 +330,8 @@ def test_a_stopping_server_answers_the_batch_it_is_recording_before_ending_its_s
         assert recording.wait(10)
         stopping = threading.Thread(target=lambda: srv.server.stop(grace_s=10))
         stopping.start()
-        time.sleep(0.3)  # the stop has begun while the batch is being recorded
+        calls = srv.server._servicer._worker_calls  # the stop has begun: streams are ending
+        wait_for(lambda: calls._ending.is_set(), 10, "the stop to end the streams")
         release.set()
         reporting.join(10)
         stopping.join(15)

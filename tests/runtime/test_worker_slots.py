@@ -15,6 +15,7 @@ from amber.runtime.client._client import decode
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.worker._worker import Worker, WorkerSettings
 from tests.conftest import InProcessServer, wait_for
+from tests.runtime._engine_helpers import serving
 
 RUNS = 40
 
@@ -26,14 +27,8 @@ def test_a_worker_with_eight_slots_completes_every_run_once_per_step(
     srv.client.upload_version(modules["chain"], promote=True)
     runs = [srv.client.start_run("chain", {"k": 3, "value": i}).run.run_id for i in range(RUNS)]
     worker = Worker(srv.client, sandbox, WorkerSettings(worker_id="w8", poll_wait_s=0.2, slots=8))
-    serving = threading.Thread(target=worker.run, daemon=True)
-    serving.start()
-    try:
+    with serving(worker):
         wait_for(lambda: all(srv.client.result(r).status.closed for r in runs), 60, "every run")
-    finally:
-        worker.stop()
-        serving.join(timeout=10)
-    assert not serving.is_alive()
     for i, run_id in enumerate(runs):
         run = srv.client.result(run_id)
         assert run.status is RunStatus.COMPLETED and decode(run.result) == {"value": i + 3}
@@ -70,16 +65,9 @@ def test_an_idle_worker_holds_one_poll_at_the_server_not_one_per_slot(
 
     monkeypatch.setattr(srv.server.notifier, "wait_tasks", counted)
     settings = WorkerSettings(worker_id="idle", poll_wait_s=0.3, slots=8)
-    worker = Worker(srv.client, sandbox, settings)
-    serving = threading.Thread(target=worker.run, daemon=True)
-    serving.start()
-    try:
+    with serving(Worker(srv.client, sandbox, settings)):
         wait_for(lambda: most[0] >= 1, 10, "the worker to poll")
         threading.Event().wait(1.5)  # several rounds of polls by the idle slots
         assert most[0] == 1
         run = srv.client.start_run("chain", {"k": 2, "value": 0}).run.run_id
         wait_for(lambda: srv.client.result(run).status.closed, 30, "the run to complete")
-    finally:
-        worker.stop()
-        serving.join(timeout=10)
-    assert not serving.is_alive()
