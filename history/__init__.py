@@ -78,7 +78,6 @@ if TYPE_CHECKING:
         Database,
         TransactionObserver,
         after_commit,
-        is_transient,
         savepoint,
         step_failure,
     )
@@ -405,7 +404,6 @@ _LAZY: dict[str, str] = {
     "insert_run_txn": "_runs",
     "insert_timer_txn": "_timers",
     "insert_token_txn": "_approvals",
-    "is_transient": "_database",
     "leases_held_by_txn": "_tasks",
     "list_approvals_txn": "_approvals",
     "list_audit_txn": "_audit",
@@ -608,7 +606,6 @@ __all__ = [
     "insert_run_txn",
     "insert_timer_txn",
     "insert_token_txn",
-    "is_transient",
     "leases_held_by_txn",
     "list_approvals_txn",
     "list_audit_txn",

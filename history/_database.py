@@ -55,22 +55,12 @@ _TRANSIENT_SQLSTATES = ("08", "57P01", "57P02", "57P03", "40001", "40P01")
 """Connection exceptions, server shutdown, serialization failure, deadlock."""
 
 
-def is_transient(exc: BaseException) -> bool:
-    """Whether `exc` is a database failure that retrying the whole transaction may cure.
-
-    For code that catches errors inside a transaction (a sweep isolating one bad row): it must
-    let these propagate, since the transaction is gone with them.
-    """
-    if isinstance(exc, PoolTimeout | pgerrors.SerializationFailure | pgerrors.DeadlockDetected):
-        return True
-    return isinstance(exc, psycopg.OperationalError)
-
-
 def step_failure(exc: Exception, cur: Cursor) -> Exception | None:
     """What a step that failed inside a larger transaction reports for itself (a duplicate key
     as `DuplicateRow`, as `Database.run` would), or None when the whole transaction must run
     again: the connection is gone, or a serialization failure or deadlock (the retries
-    `Database.run` makes). For one report of a group commit, after its savepoint rolled back."""
+    `Database.run` makes). For code that catches errors inside a transaction, after its
+    savepoint rolled back: one report of a group commit, one row of a sweep."""
     if _transient(exc, cur.connection):
         return None
     if isinstance(exc, pgerrors.UniqueViolation):

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import TypeVar
 
-from amber.history import Cursor, is_transient, savepoint
+from amber.history import Cursor, savepoint, step_failure
 
 from ._lifecycle import Wake
 
@@ -40,7 +40,7 @@ def each_isolated(
             with savepoint(cur, "amber_sweep_row"):
                 wakes += step(row)
         except Exception as exc:
-            if is_transient(exc):
+            if step_failure(exc, cur) is None:
                 raise
             _log.exception("%s failed for %r; retrying it in %s", what, row, RETRY_FAILED_ROW_AFTER)
             defer(row)
