@@ -57,6 +57,7 @@ class WorkStream(ReportCalls):
         self._lines: list[_Line | None] = [None] * max(1, lines)
         self._ids = itertools.count(1)
         self._closed = False
+        self._counting = threading.Lock()
         self.batches = 0
         """Batches sent (for the metrics and the benchmark: items per batch)."""
         self.items = 0
@@ -93,8 +94,9 @@ class WorkStream(ReportCalls):
         return best
 
     def _sent(self, items: int) -> None:
-        self.batches += 1
-        self.items += items
+        with self._counting:  # each line's sender thread counts here
+            self.batches += 1
+            self.items += items
 
     # -- the calls (`ReportCalls`), each as an item ----------------------------------------
 
