@@ -16,6 +16,7 @@ ENTRY_SIGNATURE: Signature = (("i32", "i32"), ("i64",))
 
 HOST_IMPORTS: dict[str, Signature] = {
     "await_results": (("i32", "i32"), ()),
+    "await_next": (("i32", "i32"), ("i32",)),
     "now": ((), ("i64",)),
     "random": (("i32", "i32"), ()),
     "log": (("i32", "i32", "i32"), ()),

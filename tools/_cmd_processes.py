@@ -69,6 +69,14 @@ def register(
         " processes (default: the number of cores; 1 runs everything in process)",
     )
     p.add_argument(
+        "--sticky",
+        type=int,
+        default=64,
+        metavar="RUNS",
+        help="live workflow instances kept in process, one per running workflow, each going on"
+        " from its last wait instead of replaying from the top (0: always replay; main pool)",
+    )
+    p.add_argument(
         "--budgets",
         help='JSON file of limits per workflow type and activity: {"workflows": {NAME: {"fuel":'
         ' N, "deadline_s": S, "memory_mb": M}}, "activities": {...}}',

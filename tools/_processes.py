@@ -26,7 +26,13 @@ from amber.runtime.approvals import WEBHOOK_ENV, ApprovalSink, WebhookSink
 from amber.runtime.client import AmberClient
 from amber.runtime.metrics import OpsEndpoint, OpsListen
 from amber.runtime.model import EngineSettings, SystemClock
-from amber.runtime.sandbox import ParallelSandbox, SandboxEngine, SandboxLimits, guest_runner
+from amber.runtime.sandbox import (
+    ParallelSandbox,
+    SandboxEngine,
+    SandboxLimits,
+    StickySandbox,
+    guest_runner,
+)
 from amber.runtime.server import AmberServer, ApprovalPageOptions
 from amber.runtime.worker import Budgets, Worker, WorkerSettings, configure_tracing
 
@@ -261,6 +267,8 @@ def work(args: argparse.Namespace) -> int:
     else:
         if not 1 <= args.guests <= 64:
             raise InvalidInput("--guests must be between 1 and 64")
+        if not 0 <= args.sticky <= 10_000:
+            raise InvalidInput("--sticky must be between 0 and 10000")
         engine = SandboxEngine(artifacts)
         runner = guest_runner(
             engine,
@@ -268,10 +276,11 @@ def work(args: argparse.Namespace) -> int:
             client.get_module,
             artifact_dir=artifacts,
             guests=min(args.guests, settings.slots),
+            sticky_runs=args.sticky,
         )
 
         def close() -> None:
-            if isinstance(runner, ParallelSandbox):
+            if isinstance(runner, ParallelSandbox | StickySandbox):
                 runner.close()
             engine.close()
 

@@ -38,6 +38,8 @@ enum { AMBER_DEBUG = 0, AMBER_INFO = 1, AMBER_WARN = 2, AMBER_ERROR = 3 };
 AMBER__IMPORT("now") int64_t amber__host_now(void);
 AMBER__IMPORT("random") void amber__host_random(int32_t ptr, int32_t len);
 AMBER__IMPORT("log") void amber__host_log(int32_t level, int32_t ptr, int32_t len);
+/* Copies the envelope the host holds (after http_request or await_next) into ptr/len. */
+AMBER__IMPORT("take") void amber__host_take(int32_t ptr, int32_t len);
 
 static inline uint32_t amber__strlen(const char *s) {
     uint32_t n = 0;

@@ -14,7 +14,6 @@
 #include "amber_activity.h"
 
 AMBER__IMPORT("http_request") int32_t amber__host_http_request(int32_t ptr, int32_t len);
-AMBER__IMPORT("take") void amber__host_take(int32_t ptr, int32_t len);
 
 #define AMBER_HTTP_BODY_MAX (4u << 20) /* largest request or response body (bytes) */
 

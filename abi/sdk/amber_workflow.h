@@ -24,6 +24,7 @@
 #include "amber_envelope.h"
 
 AMBER__IMPORT("await_results") void amber__host_await_results(int32_t ptr, int32_t len);
+AMBER__IMPORT("await_next") int32_t amber__host_await_next(int32_t ptr, int32_t len);
 AMBER__IMPORT("publish")
 void amber__host_publish(int32_t name_ptr, int32_t name_len, int32_t val_ptr, int32_t val_len);
 
@@ -196,6 +197,39 @@ AMBER__FN void amber__wf_begin(amber_wf *wf, int32_t ptr, int32_t len) {
     if (wf->has_recorded && wf->nslots > wf->recorded) __builtin_trap();
 }
 
+/* A later input envelope of the same run, handed to a live instance (see amber__wf_wait):
+ * history only grows, so its results and cancel request replace the ones read so far, and the
+ * code goes on exactly as a replay from the top would reach this point. */
+AMBER__FN void amber__wf_refresh(amber_wf *wf, int32_t ptr, int32_t len) {
+    int64_t newest = wf->newest_seq;
+    uint32_t n;
+    amber_reader r = amber__envelope(ptr, len, &n);
+    bool have_results = false;
+    wf->has_recorded = false;
+    for (uint32_t i = 0; i < n; i++) {
+        amber_bytes key;
+        if (!amber_read_str(&r, &key)) __builtin_trap();
+        if (amber_bytes_eq_str(key, "results")) {
+            amber__wf_results(wf, &r);
+            have_results = true;
+        } else if (amber_bytes_eq_str(key, "recorded")) {
+            int64_t recorded;
+            if (!amber_read_int(&r, &recorded) || recorded < 0 || recorded > (1 << 24))
+                __builtin_trap();
+            wf->recorded = (uint32_t)recorded;
+            wf->has_recorded = true;
+        } else if (amber_bytes_eq_str(key, "cancel")) {
+            if (wf->cancel_requested) amber_read_skip(&r); /* recorded once, never changes */
+            else amber__wf_cancel(wf, &r);
+        } else {
+            amber_read_skip(&r); /* run, workflow, input: the same run's */
+        }
+    }
+    if (r.error || !have_results) __builtin_trap();
+    if (wf->has_recorded && wf->nslots > wf->recorded) __builtin_trap();
+    if (wf->newest_seq != newest) wf->caught_up = false; /* a newer entry not consumed yet */
+}
+
 /* ---- replay state ------------------------------------------------------------------------ */
 
 /* The recorded result of command i, or NULL. */
@@ -310,6 +344,19 @@ __attribute__((noreturn)) AMBER__FN void amber__wf_suspend(const amber_wf *wf) {
     __builtin_trap(); /* await_results never returns */
 }
 
+/* Hands every command issued so far to the host and waits for history to grow. A host that
+ * keeps this instance for the run (a sticky instance) returns the run's next input envelope
+ * here, and the code goes on; otherwise the activation ends inside await_next, as in
+ * amber__wf_suspend, and the next one replays from the top. */
+AMBER__FN void amber__wf_wait(amber_wf *wf) {
+    amber_writer w = amber__wf_output(wf, "suspended", 0, 0);
+    int32_t len = amber__host_await_next(AMBER__PTR(w.buf), (int32_t)w.len);
+    if (len <= 0) __builtin_trap();
+    void *buf = amber_heap_alloc((uint32_t)len);
+    amber__host_take(AMBER__PTR(buf), len);
+    amber__wf_refresh(wf, AMBER__PTR(buf), len);
+}
+
 /* An outcome with an optional "result" (bin) and "error" ([type, message]). */
 AMBER__FN amber_outcome amber__wf_finish(amber_wf *wf, const char *status, const amber_bytes *result,
                                          const char *type, const char *message) {
@@ -400,10 +447,12 @@ AMBER__FN amber_result amber__wf_resolve(amber_wf *wf, uint32_t handle) {
  */
 AMBER__FN amber_result amber_await(amber_wf *wf, uint32_t handle) {
     amber__wf_check_awaitable(wf, handle);
-    const amber__slot *s = amber__wf_slot(wf, handle);
-    if (amber__wf_cancel_due(wf, s)) return amber__wf_deliver_cancel(wf);
-    if (!s) amber__wf_suspend(wf);
-    return amber__wf_resolve(wf, handle);
+    for (;;) {
+        const amber__slot *s = amber__wf_slot(wf, handle);
+        if (amber__wf_cancel_due(wf, s)) return amber__wf_deliver_cancel(wf);
+        if (s) return amber__wf_resolve(wf, handle);
+        amber__wf_wait(wf);
+    }
 }
 
 /*
@@ -417,23 +466,27 @@ AMBER__FN amber_result amber_await(amber_wf *wf, uint32_t handle) {
 AMBER__FN amber_result amber_await_any(amber_wf *wf, const uint32_t *handles, uint32_t n,
                                        uint32_t *index) {
     if (n == 0) __builtin_trap();
-    const amber__slot *first = NULL;
-    uint32_t at = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        amber__wf_check_awaitable(wf, handles[i]);
-        const amber__slot *s = amber__wf_slot(wf, handles[i]);
-        if (s && (!first || s->seq < first->seq)) {
-            first = s;
-            at = i;
+    for (uint32_t i = 0; i < n; i++) amber__wf_check_awaitable(wf, handles[i]);
+    for (;;) {
+        const amber__slot *first = NULL;
+        uint32_t at = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            const amber__slot *s = amber__wf_slot(wf, handles[i]);
+            if (s && (!first || s->seq < first->seq)) {
+                first = s;
+                at = i;
+            }
         }
+        if (amber__wf_cancel_due(wf, first)) {
+            if (index) *index = AMBER_AWAIT_CANCELLED;
+            return amber__wf_deliver_cancel(wf);
+        }
+        if (first) {
+            if (index) *index = at;
+            return amber__wf_resolve(wf, handles[at]);
+        }
+        amber__wf_wait(wf);
     }
-    if (amber__wf_cancel_due(wf, first)) {
-        if (index) *index = AMBER_AWAIT_CANCELLED;
-        return amber__wf_deliver_cancel(wf);
-    }
-    if (!first) amber__wf_suspend(wf);
-    if (index) *index = at;
-    return amber__wf_resolve(wf, handles[at]);
 }
 
 /* ---- queries and logging ----------------------------------------------------------------- */

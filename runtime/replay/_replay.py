@@ -260,6 +260,8 @@ def _run(
     activation: WorkflowActivation,
     projection: Projection,
     query: str | None,
+    *,
+    fresh: bool = False,
 ) -> RawOutput:
     envelope = encode_workflow_input(
         run_id=activation.run_id,
@@ -280,6 +282,7 @@ def _run(
             step=len(projection.commands),
             limits=activation.limits,
             query=query is not None,
+            fresh=fresh,
         )
     )
 
@@ -317,18 +320,35 @@ def _decode(raw: RawOutput, activation: WorkflowActivation) -> WorkflowOutcome:
     return outcome
 
 
+def _checked(
+    sandbox: SandboxRunner, activation: WorkflowActivation, projection: Projection, raw: RawOutput
+) -> tuple[WorkflowOutcome, tuple[Command, ...]]:
+    """The guest's outcome and new commands, checked against its history."""
+    first_new = len(projection.commands)
+    outcome = _decode(raw, activation)
+    check_determinism(activation, projection, outcome)
+    new_commands = _host_values(outcome.commands[first_new:], raw, activation)
+    _check_new_commands(sandbox, activation, projection, outcome, new_commands)
+    return outcome, new_commands
+
+
 def activate_workflow(sandbox: SandboxRunner, activation: WorkflowActivation) -> WorkflowStep:
     """Replay the run through its module and return what to append. Raises `GuestFault`s."""
     projection = project(activation.events)
     raw = _run(sandbox, activation, projection, None)
     first_new = len(projection.commands)
     try:  # the guest ran: whatever is refused now is recorded with what it used, and where
-        outcome = _decode(raw, activation)
-        check_determinism(activation, projection, outcome)
-        new_commands = _host_values(outcome.commands[first_new:], raw, activation)
-        _check_new_commands(sandbox, activation, projection, outcome, new_commands)
+        outcome, new_commands = _checked(sandbox, activation, projection, raw)
     except GuestFault as fault:
-        raise with_usage(fault, raw, step=first_new) from None
+        if not raw.continued:
+            raise with_usage(fault, raw, step=first_new) from None
+        # A live instance went on from its last wait: the failure is recorded from a replay
+        # from the top, whose fuel and memory a triage bundle reproduces.
+        raw = _run(sandbox, activation, projection, None, fresh=True)
+        try:
+            outcome, new_commands = _checked(sandbox, activation, projection, raw)
+        except GuestFault as again:
+            raise with_usage(again, raw, step=first_new) from None
     waits = [c.name for c in new_commands if isinstance(c, AwaitSignal)]
     reactivate = any(projection.buffered_signals.get(name, 0) for name in waits)
     return WorkflowStep(

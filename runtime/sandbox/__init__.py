@@ -26,10 +26,13 @@ from ._sandbox import (
     SandboxRunner,
     fresh_store,
 )
+from ._sticky import IDLE_S, STICKY_RUNS, StickySandbox
 
 __all__ = [
     "ENGINE_FLAGS",
+    "IDLE_S",
     "MAX_RECORD_DETAIL",
+    "STICKY_RUNS",
     "ActivationKind",
     "ActivationRequest",
     "ActivityHost",
@@ -46,6 +49,7 @@ __all__ = [
     "SandboxEngine",
     "SandboxLimits",
     "SandboxRunner",
+    "StickySandbox",
     "check_capabilities",
     "exports",
     "fresh_store",

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import wasmtime
 
-from amber.abi import ACTIVITY_EXPORT_PREFIX
+from amber.abi import ACTIVITY_EXPORT_PREFIX, HOST_MODULE
 from amber.versions import ArtifactCache, InvalidModule
 
 from ._host import HostImports
@@ -61,6 +61,8 @@ class LoadedModule:
     """Activity names the module exports (a workflow may only schedule these)."""
     http: HttpPolicy | None
     """The module's declared HTTP allowlist (None: no HTTP capability)."""
+    continues: bool = False
+    """It imports `await_next`: a live instance can go on after a wait (`StickySandbox`)."""
 
 
 def _activities(module: wasmtime.Module) -> frozenset[str]:
@@ -107,7 +109,14 @@ class SandboxEngine:
             # accepted where they were enabled and loaded where they are not.
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             raise InvalidModule(f"module {digest[:12]} does not link: {reason}") from None
-        loaded = LoadedModule(pre=pre, activities=_activities(module), http=http_policy(manifest))
+        loaded = LoadedModule(
+            pre=pre,
+            activities=_activities(module),
+            http=http_policy(manifest),
+            continues=any(
+                i.module == HOST_MODULE and i.name == "await_next" for i in module.imports
+            ),
+        )
         with self._lock:
             self._loaded[digest] = loaded
             while len(self._loaded) > self._max_modules:

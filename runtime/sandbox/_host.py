@@ -112,6 +112,10 @@ class HostCalls:
     """An envelope waiting for the guest's `take` (after `http_request`)."""
     observer: HostCallObserver | None = None
     """Told about every host call of the activation (None: calls are not recorded)."""
+    resume: Callable[[bytes], bytes] | None = None
+    """For a sticky instance: hands the suspended output envelope over, waits for the run's next
+    activation and returns its input envelope (this state then describes that activation).
+    None: `await_next` ends the activation like `await_results`."""
 
 
 def _read(caller: wasmtime.Caller, state: HostCalls, ptr: int, length: int, cap: int) -> bytes:
@@ -133,6 +137,7 @@ def _hand_out(state: HostCalls, kind: str, value: object) -> None:
 
 _DETAILS: dict[str, str] = {
     "await_results": "{1} B",
+    "await_next": "{1} B",
     "now": "",
     "random": "{1} B",
     "log": "level {0}, {2} B",
@@ -165,6 +170,7 @@ class HostImports:
         imports = allowed_host_imports()
         handlers: dict[str, Callable[..., Any]] = {
             "await_results": self._await_results,
+            "await_next": self._await_next,
             "now": self._now,
             "random": self._random,
             "log": self._log,
@@ -232,6 +238,16 @@ class HostImports:
         if state.kind is not ActivationKind.WORKFLOW:
             raise AbiViolation("await_results is only available to workflow code")
         raise Suspended(_read(caller, state, ptr, length, MAX_ENVELOPE_BYTES))
+
+    def _await_next(self, caller: wasmtime.Caller, ptr: int, length: int) -> int:
+        state = self._state("await_next")
+        if state.kind is not ActivationKind.WORKFLOW:
+            raise AbiViolation("await_next is only available to workflow code")
+        envelope = _read(caller, state, ptr, length, MAX_ENVELOPE_BYTES)
+        if state.resume is None or state.query:
+            raise Suspended(envelope)
+        state.held = state.resume(envelope)
+        return len(state.held)
 
     def _now(self, caller: wasmtime.Caller) -> int:
         state = self._state("now")

@@ -31,6 +31,7 @@ from ._engine import SandboxEngine
 from ._http import HttpPolicy
 from ._isolated import IsolatedSandbox
 from ._sandbox import ActivationRequest, RawOutput, Sandbox
+from ._sticky import StickySandbox
 
 OVERFLOW_AFTER_S = 0.002
 """How long an activation waits for the in-process sandbox before it runs in a child."""
@@ -40,7 +41,9 @@ class ParallelSandbox:
     """A `SandboxRunner` running up to `guests` activations at once: one in process, the rest in
     reused child processes. Callers beyond `guests` wait for one to end."""
 
-    def __init__(self, inline: Sandbox, overflow: IsolatedSandbox, guests: int) -> None:
+    def __init__(
+        self, inline: Sandbox | StickySandbox, overflow: IsolatedSandbox, guests: int
+    ) -> None:
         if guests < 2:
             raise ValueError("a parallel sandbox runs at least two guests; use Sandbox for one")
         self._inline = inline
@@ -72,7 +75,9 @@ class ParallelSandbox:
             return self._overflow.run(request)
 
     def close(self) -> None:
-        """Stop the waiting children."""
+        """Stop the waiting children (and unwind live instances)."""
+        if isinstance(self._inline, StickySandbox):
+            self._inline.close()
         self._overflow.close()
 
     def __enter__(self) -> ParallelSandbox:
@@ -94,10 +99,15 @@ def guest_runner(
     *,
     artifact_dir: Path,
     guests: int,
-) -> Sandbox | ParallelSandbox:
+    sticky_runs: int = 0,
+) -> Sandbox | StickySandbox | ParallelSandbox:
     """The sandbox a worker runs its activations in: in process for one guest at a time, a
-    `ParallelSandbox` for more."""
-    inline = Sandbox(engine, clock, module_source)
+    `ParallelSandbox` for more; with `sticky_runs`, the in-process one keeps that many live
+    workflow instances (`StickySandbox`)."""
+    plain = Sandbox(engine, clock, module_source)
+    inline = (
+        StickySandbox(plain, engine.activation_lock, runs=sticky_runs) if sticky_runs else plain
+    )
     if guests <= 1:
         return inline
     overflow = IsolatedSandbox(

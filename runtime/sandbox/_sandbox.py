@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import wasmtime
@@ -42,7 +42,14 @@ from amber.runtime.model import (
 
 from . import _fastcall as _fastcall
 from ._engine import EPOCH_TICK_S, LoadedModule, SandboxEngine
-from ._host import ActivationKind, ActivityHost, HostCallObserver, HostCalls, Suspended
+from ._host import (
+    ActivationKind,
+    ActivityHost,
+    HostCallObserver,
+    HostCalls,
+    HostImports,
+    Suspended,
+)
 from ._http import HttpPolicy
 
 _WASM_PAGE = 65536
@@ -76,6 +83,9 @@ class ActivationRequest:
     limits: SandboxLimits
     query: bool = False
     """A query replay (logs dropped; see `HostCalls.query`)."""
+    fresh: bool = False
+    """Replay from the top in a new instance even where a live one could go on (a sticky
+    keeper drops the run's live instance)."""
     activity: ActivityHost | None = None
     """For activities: heartbeats, cancellation and the HTTP capability."""
     observer: HostCallObserver | None = None
@@ -97,6 +107,9 @@ class RawOutput:
     duration_s: float
     published: dict[str, bytes]
     """Query values the workflow published during the activation."""
+    continued: bool = False
+    """A live instance went on from its last wait instead of replaying from the top
+    (`StickySandbox`): fuel and memory are this stretch's, not a replay's."""
 
 
 class SandboxRunner(Protocol):
@@ -163,6 +176,76 @@ def fresh_store(engine: wasmtime.Engine, limits: SandboxLimits) -> wasmtime.Stor
     return store
 
 
+def _output(
+    envelope: bytes, suspended: bool, state: HostCalls, usage: _Usage, started: float
+) -> RawOutput:
+    return RawOutput(
+        envelope=envelope,
+        suspended=suspended,
+        handed_out=tuple(state.handed_out),
+        logs=tuple(state.logs),
+        fuel_used=usage.fuel_used(),
+        memory_bytes=usage.memory_bytes(),
+        host_calls=state.calls,
+        duration_s=time.monotonic() - started,
+        published=dict(state.published),
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class _Slice:
+    """What one stretch of a live instance's run between two waits used and handed out; the
+    state and store carry over, and `resume` resets them for the next stretch."""
+
+    state: HostCalls
+    usage: _Usage
+    started: float
+    host: HostImports
+
+    continued: bool = False
+    """It went on from a wait (not the instance's first stretch)."""
+
+    def output(self, envelope: bytes, *, suspended: bool) -> RawOutput:
+        raw = _output(envelope, suspended, self.state, self.usage, self.started)
+        return replace(raw, continued=True) if self.continued else raw
+
+    def pause(self) -> None:
+        """The guest waits: host calls route nowhere until `resume`."""
+        self.host.activate(None)
+
+    def resume(self, request: ActivationRequest) -> bytes:
+        """Set the next stretch up for `request` (same run) and return its input envelope.
+
+        Query values carry over: a replay from the top would have published them again."""
+        limits = request.limits
+        self.started = time.monotonic()
+        self.continued = True
+        state = self.state
+        state.deadline = self.started + limits.deadline_s
+        state.handed_out = []
+        state.logs = []
+        state.dropped_logs = 0
+        state.calls = 0
+        state.observer = request.observer
+        store = self.usage.store
+        store.set_fuel(limits.fuel)
+        store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
+        self.usage.fuel = limits.fuel
+        self.host.activate(state)
+        return request.input
+
+
+class LiveHooks(Protocol):
+    """How a live instance's waits reach its keeper (`StickySandbox`)."""
+
+    def suspended(self, slice_: _Slice, envelope: bytes) -> bytes:
+        """Called on the guest's thread, holding the activation lock, when the guest waits with
+        `envelope`: publish `slice_.output(...)`, `slice_.pause()`, release the lock, wait for
+        the run's next activation, take the lock again and return `slice_.resume(request)` —
+        or raise a `BaseException` that unwinds the guest (eviction)."""
+        ...
+
+
 class Sandbox:
     """Runs activations one at a time on a shared `SandboxEngine`."""
 
@@ -194,7 +277,19 @@ class Sandbox:
         except AmberError as exc:
             raise ModuleUnavailable(f"cannot load module: {exc}", digest=digest) from None
 
-    def _run(self, request: ActivationRequest) -> RawOutput:
+    def continues(self, digest: str) -> bool:
+        """Whether the module can go on after a wait (it imports `await_next`), so that one
+        live instance can serve a run's successive activations (`StickySandbox`)."""
+        return self._load(digest).continues
+
+    def run_live(self, request: ActivationRequest, live: LiveHooks) -> RawOutput:
+        """Run a workflow activation whose instance stays alive while it waits: each
+        `await_next` hands its output to `live.suspended` and goes on with what it returns.
+        Returns the output of the activation that ended the workflow (or raises its fault).
+        The caller holds the engine's `activation_lock`; `live` releases it while waiting."""
+        return self._run(request, live)
+
+    def _run(self, request: ActivationRequest, live: LiveHooks | None = None) -> RawOutput:
         pre = self._load(request.digest).pre
         limits = request.limits
         started = time.monotonic()
@@ -210,6 +305,9 @@ class Sandbox:
         store = fresh_store(self._engine.engine, limits)
         usage = _Usage(store=store, fuel=limits.fuel)
         host = self._engine.host
+        if live is not None:
+            slice_ = _Slice(state=state, usage=usage, started=started, host=host)
+            state.resume = lambda envelope: live.suspended(slice_, envelope)
         host.activate(state)
         try:
             envelope, suspended = self._call(pre, store, request, state, usage)
@@ -225,17 +323,9 @@ class Sandbox:
             raise self._published(self._classify_error(exc, request, usage), state) from None
         finally:
             host.activate(None)
-        return RawOutput(
-            envelope=envelope,
-            suspended=suspended,
-            handed_out=tuple(state.handed_out),
-            logs=tuple(state.logs),
-            fuel_used=usage.fuel_used(),
-            memory_bytes=usage.memory_bytes(),
-            host_calls=state.calls,
-            duration_s=time.monotonic() - started,
-            published=dict(state.published),
-        )
+        if live is not None:
+            return slice_.output(envelope, suspended=suspended)
+        return _output(envelope, suspended, state, usage, started)
 
     def _call(
         self,

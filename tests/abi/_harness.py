@@ -196,6 +196,8 @@ class Guest:
 
         ft = wasmtime.FuncType
         linker.define_func("amber", "await_results", ft([i32, i32], []), await_results, True)
+        # A fresh instance per call, as the host's reference path: waiting ends the activation.
+        linker.define_func("amber", "await_next", ft([i32, i32], [i32]), await_results, True)
         linker.define_func("amber", "now", ft([], [i64]), now)
         linker.define_func("amber", "random", ft([i32, i32], []), random, True)
         linker.define_func("amber", "log", ft([i32, i32, i32], []), log, True)

@@ -254,7 +254,7 @@ def test_versions_differ_only_in_code(built: dict[str, BuildResult]) -> None:
     assert {manifest_section(b) for b in versions} == {
         b'{"abi":1,"workflows":["onboard"],"activities":["create_account","send_welcome","audit_log"]}'
     }
-    assert all(imports(b) == {"await_results", "publish"} for b in versions)
+    assert all(imports(b) == {"await_results", "await_next", "take", "publish"} for b in versions)
     assert all(b.size < 16_000 for b in versions)
 
 

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import msgpack
 import msgspec
 import pytest
 
-from amber.abi import WorkflowStatus
+from amber.abi import RecordRandom, WorkflowStatus
 from amber.history import (
     CLOSING_EVENTS,
     PAYLOAD_TYPES,
@@ -38,9 +39,10 @@ from amber.history import (
     encode_payload,
 )
 from amber.runtime.client._client import decode
-from amber.runtime.model._clock import from_ms, to_ms
+from amber.runtime.model._clock import ManualClock, from_ms, to_ms
 from amber.runtime.model._faults import NonDeterminism
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
+from amber.runtime.sandbox import SandboxEngine, StickySandbox
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from tests.conftest import GUEST_SOURCES, ROOT
 
@@ -302,3 +304,57 @@ def test_a_migrated_run_diverges_on_the_version_it_left(
     with pytest.raises(NonDeterminism) as caught:
         activate_workflow(sandbox, _activation("onboard", after, v1))
     assert "patched 'add-audit'" in caught.value.recorded
+
+
+# -- sticky instances against the reference path -------------------------------------------------
+
+
+def _comparable(step: WorkflowStep) -> tuple[Any, ...]:
+    """What an activation decides, with the random bytes the host hands out blanked (each run of
+    the guest draws its own); `now` comes from the fixed clock below."""
+    commands = tuple(
+        replace(c, value=b"") if isinstance(c, RecordRandom) else c for c in step.new_commands
+    )
+    return (
+        step.expected_last_seq,
+        step.first_new_cmd,
+        commands,
+        step.status,
+        step.result,
+        step.error,
+        step.stats.logs,
+        step.reactivate,
+    )
+
+
+def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_point(
+    sandbox_engine: SandboxEngine, modules: dict[str, bytes]
+) -> None:
+    # Every golden, cut after each of its events in turn, is activated twice: on a live instance
+    # that goes on from its last wait (the sticky path), and from the top in a fresh instance
+    # (the reference). They must issue the same commands, end the same way and log the same
+    # lines; only fuel and memory may differ. Migrated runs change module digest midway, which
+    # must start a new instance.
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    clock = ManualClock(from_ms(1_767_225_600_000))
+    fresh = Sandbox(sandbox_engine, clock, by_digest.__getitem__)
+    sticky = StickySandbox(
+        Sandbox(sandbox_engine, clock, by_digest.__getitem__), sandbox_engine.activation_lock
+    )
+    compared = 0
+    with sticky:
+        for name in RECORDED:
+            workflow_type = _doc(name)["workflow_type"]
+            for digest, history in _parts(load_golden(name)):
+                for end in range(1, len(history) + 1):
+                    activation = _activation(workflow_type, history[:end], digest)
+                    expected = activate_workflow(fresh, activation)
+                    got = activate_workflow(sticky, activation)
+                    assert _comparable(got) == _comparable(expected), (
+                        f"{name} up to event {history[end - 1].seq}"
+                    )
+                    compared += 1
+    assert sticky.hits > compared // 2  # most activations went on where the last one waited
+    assert sticky.misses >= len(RECORDED)
+    assert sticky.restarts == 0
+    assert sticky.live_runs() == 0  # closed

@@ -1,0 +1,326 @@
+"""`StickySandbox`: one live instance per running workflow, fed each new activation where the
+last one waited.
+
+A workflow activation replays the run from the top in a fresh instance (the reference path).
+A module built with an SDK that waits through `await_next` can instead stay alive: when the
+guest waits, its output goes out as the activation's, and its thread stays parked inside
+`await_next` until the run's next activation hands it the new input envelope. The guest
+re-reads its results and goes on from the await, so it issues exactly the commands a replay from
+the top would, and everything above the sandbox (the matcher, the determinism check, the
+report) is unchanged. What it saves is the instantiation and the replay of the prefix.
+
+Why a live instance may take any later activation of its run: history only grows, so the
+results it consumed are still there, unchanged, in every later input; the input is checked for
+that before it is handed over (same module digest, the results seen so far a prefix of the new
+ones, the same cancel request), and anything else starts a fresh instance. Reports refused by
+the server or a lease lost to another worker need no special case: the instance is a replay
+paused at an await, whoever recorded the history since.
+
+Never sticky: queries (they must not move the instance), activities, and modules built before
+`await_next` existed. Dropped: on any fault in a later stretch (the activation is then run again
+from the top, so the recorded failure — reason, fuel, memory — is the reference path's), on a
+module digest change (a migration), when its memory passes `max_memory_bytes`, beyond `runs`
+live instances (least recently used first) and after `idle_s` without an activation. A parked
+run therefore costs a thread and its instance's memory for at most `idle_s`; a run waiting days
+for an approval costs nothing.
+
+Threads: wasmtime-py keeps a raised host exception in a module global, so guests must not run
+on two threads at once; every stretch runs holding the engine's `activation_lock`, and a parked
+guest releases it while it waits (it is blocked inside a host call, not running).
+
+Rejected: re-running the workflow from the top in a kept instance (saves the instantiation,
+~0.1 ms, not the replay); snapshotting the instance's memory (a C stack lives in memory, but
+the host side of a parked call does not); asyncify-style unwinding (a build step and ~30 % code
+size for what a parked thread does for free).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final
+
+import msgpack
+
+from amber.runtime.model import GuestFault
+
+from ._host import ActivationKind
+from ._http import HttpPolicy
+from ._sandbox import ActivationRequest, RawOutput, Sandbox, _Slice
+
+STICKY_RUNS: Final = 64
+"""Live instances a worker keeps by default."""
+IDLE_S: Final = 30.0
+"""A live instance without an activation this long is dropped."""
+MAX_LIVE_MEMORY_BYTES: Final = 16 * 1024 * 1024
+"""A live instance whose linear memory grew past this is dropped after its activation (the
+SDK's allocator never frees, so a long run's instance grows with every stretch)."""
+
+
+class _Evicted(BaseException):
+    """Raised inside a parked guest's `await_next` to unwind it. A `BaseException`, like
+    `Suspended`, so nothing between the host call and the sandbox can swallow it."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What an activation's input told the guest: its results and cancel request."""
+
+    results: list[Any]
+    cancel: Any
+
+    @classmethod
+    def of(cls, envelope: bytes) -> _Seen | None:
+        try:
+            doc = msgpack.unpackb(envelope, raw=False, strict_map_key=False)
+        except (ValueError, msgpack.UnpackException):
+            return None
+        if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
+            return None
+        return cls(results=doc["results"], cancel=doc.get("cancel"))
+
+    def continued_by(self, later: _Seen) -> bool:
+        """Whether `later` only adds to what this input said (history grew, nothing else)."""
+        n = len(self.results)
+        return (
+            len(later.results) >= n
+            and later.results[:n] == self.results
+            and (self.cancel is None or later.cancel == self.cancel)
+        )
+
+
+class _Live:
+    """One run's instance, on a thread of its own, parked inside `await_next` between
+    activations."""
+
+    def __init__(
+        self, sandbox: Sandbox, lock: threading.Lock, request: ActivationRequest, seen: _Seen
+    ) -> None:
+        self.run_id = request.run_id
+        self.digest = request.digest
+        self.seen = seen
+        self.used_at = time.monotonic()
+        self.memory_bytes = 0
+        self._sandbox = sandbox
+        self._lock = lock
+        self._cv = threading.Condition()
+        self._next: ActivationRequest | None = None
+        self._evict = False
+        self._answer: RawOutput | BaseException | None = None
+        self._parked = False
+        self._thread = threading.Thread(
+            target=self._main, args=(request,), name="amber-sticky", daemon=True
+        )
+        self._thread.start()
+
+    def first(self) -> tuple[RawOutput, bool]:
+        """The first activation's output, and whether the instance is parked (can go on)."""
+        return self._wait_answer()
+
+    def resume(self, request: ActivationRequest, seen: _Seen) -> tuple[RawOutput, bool]:
+        """Hand the run's next activation to the parked guest; its output, and whether it
+        parked again."""
+        with self._cv:
+            self._parked = False
+            self._next = request
+            self._cv.notify_all()
+        self.seen = seen
+        return self._wait_answer()
+
+    def evict(self) -> None:
+        """Unwind the parked guest (at once if it is parked; its thread then ends)."""
+        with self._cv:
+            self._evict = True
+            self._cv.notify_all()
+
+    def _wait_answer(self) -> tuple[RawOutput, bool]:
+        with self._cv:
+            while self._answer is None:
+                self._cv.wait()
+            answer, self._answer = self._answer, None
+            parked = self._parked
+        self.used_at = time.monotonic()
+        if isinstance(answer, BaseException):
+            raise answer
+        self.memory_bytes = answer.memory_bytes
+        return answer, parked
+
+    def _main(self, request: ActivationRequest) -> None:
+        try:
+            with self._lock:
+                raw = self._sandbox.run_live(request, self)
+        except _Evicted:
+            return
+        except BaseException as exc:  # a fault: the keeper decides what it means
+            self._give(exc, parked=False)
+        else:  # the workflow ended (or gave up through await_results): nothing to go on with
+            self._give(raw, parked=False)
+
+    def _give(self, answer: RawOutput | BaseException, *, parked: bool) -> None:
+        with self._cv:
+            self._answer = answer
+            self._parked = parked
+            self._cv.notify_all()
+
+    def suspended(self, slice_: _Slice, envelope: bytes) -> bytes:
+        # On the guest's thread, inside await_next, holding the activation lock.
+        raw = slice_.output(envelope, suspended=True)
+        slice_.pause()
+        self._lock.release()
+        try:
+            with self._cv:
+                self._next = None
+                self._answer = raw
+                self._parked = True
+                self._cv.notify_all()
+                while self._next is None and not self._evict:
+                    self._cv.wait()
+                request, evict = self._next, self._evict
+        finally:
+            self._lock.acquire()
+        if evict or request is None:
+            raise _Evicted()
+        return slice_.resume(request)
+
+
+class StickySandbox:
+    """A `SandboxRunner` that keeps a live instance per running workflow (see the module
+    docstring); everything else it runs on the wrapped in-process `Sandbox`.
+
+    Counters (`hits`, `misses`, `restarts`, `dropped`) say how often it could go on.
+    """
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        lock: threading.Lock,
+        *,
+        runs: int = STICKY_RUNS,
+        idle_s: float = IDLE_S,
+        max_memory_bytes: int = MAX_LIVE_MEMORY_BYTES,
+    ) -> None:
+        """`lock`: the engine's `activation_lock` (the one `sandbox.run` takes)."""
+        if runs < 1:
+            raise ValueError("a sticky sandbox keeps at least one run")
+        self._sandbox = sandbox
+        self._lock = lock
+        self._runs = runs
+        self._idle_s = idle_s
+        self._max_memory = max_memory_bytes
+        self._live: OrderedDict[str, _Live] = OrderedDict()
+        self._guard = threading.Lock()
+        self.hits = 0
+        """Activations a live instance went on with."""
+        self.misses = 0
+        """Workflow activations that started an instance (replaying from the top)."""
+        self.restarts = 0
+        """Stretches that faulted and were run again from the top."""
+        self.dropped = 0
+        """Live instances unwound (evicted, idle, too big, replaced, digest changed)."""
+
+    def activities(self, digest: str) -> frozenset[str]:
+        return self._sandbox.activities(digest)
+
+    def http_policy(self, digest: str) -> HttpPolicy | None:
+        return self._sandbox.http_policy(digest)
+
+    def live_runs(self) -> int:
+        """How many live instances are parked now."""
+        with self._guard:
+            return len(self._live)
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        """Run one activation: a workflow's on its live instance when it has one that can go
+        on, else on a new one; anything else as `Sandbox.run` does."""
+        if (
+            request.kind is not ActivationKind.WORKFLOW
+            or request.query
+            or not self._sandbox.continues(request.digest)
+        ):
+            return self._sandbox.run(request)
+        seen = _Seen.of(request.input)
+        live = self._take(request.run_id)
+        if seen is None or request.fresh:
+            if live is not None:
+                self._drop(live)
+            return self._sandbox.run(request)
+        if live is not None:
+            if live.digest == request.digest and live.seen.continued_by(seen):
+                try:
+                    raw, parked = live.resume(request, seen)
+                except GuestFault:
+                    # The reference path records the failure: its reason, fuel and memory are
+                    # what a replay of the bundle reproduces.
+                    with self._guard:
+                        self.restarts += 1
+                    return self._sandbox.run(request)
+                with self._guard:
+                    self.hits += 1
+                self._keep(live, parked)
+                return raw
+            self._drop(live)
+        with self._guard:
+            self.misses += 1
+        live = _Live(self._sandbox, self._lock, request, seen)
+        raw, parked = live.first()  # a fault here is the reference path's own
+        self._keep(live, parked)
+        return raw
+
+    def close(self) -> None:
+        """Unwind every live instance."""
+        with self._guard:
+            live, self._live = list(self._live.values()), OrderedDict()
+        for one in live:
+            one.evict()
+
+    def __enter__(self) -> StickySandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _take(self, run_id: str) -> _Live | None:
+        """The run's live instance, out of the cache (so no other activation can use it), after
+        dropping the idle ones."""
+        now = time.monotonic()
+        idle: list[_Live] = []
+        with self._guard:
+            live = self._live.pop(run_id, None)
+            while self._live:
+                oldest = next(iter(self._live.values()))
+                if now - oldest.used_at < self._idle_s:
+                    break
+                idle.append(self._live.popitem(last=False)[1])
+        for one in idle:
+            self._drop(one)
+        return live
+
+    def _keep(self, live: _Live, parked: bool) -> None:
+        if not parked:
+            return  # it ended: its thread is gone
+        if live.memory_bytes > self._max_memory:
+            self._drop(live)
+            return
+        evicted: list[_Live] = []
+        with self._guard:
+            replaced = self._live.pop(live.run_id, None)
+            self._live[live.run_id] = live
+            while len(self._live) > self._runs:
+                evicted.append(self._live.popitem(last=False)[1])
+        if replaced is not None:
+            evicted.append(replaced)
+        for one in evicted:
+            self._drop(one)
+
+    def _drop(self, live: _Live) -> None:
+        live.evict()
+        with self._guard:
+            self.dropped += 1

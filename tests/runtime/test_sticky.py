@@ -1,0 +1,210 @@
+"""Sticky workflow instances (`StickySandbox`): when a live instance may go on, and what happens
+when it must not. That it decides what a replay from the top decides is checked over every
+golden in test_goldens.py; here a run's history is the `shipment_delivered` golden, cut short.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
+import pytest
+
+from amber.history import Event, EventType, RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.model import ManualClock, OutOfFuel, SystemClock
+from amber.runtime.model._clock import from_ms
+from amber.runtime.replay._replay import (
+    WorkflowActivation,
+    activate_workflow,
+    answer_query,
+)
+from amber.runtime.sandbox import (
+    Sandbox,
+    SandboxEngine,
+    SandboxLimits,
+    StickySandbox,
+    guest_runner,
+)
+from amber.runtime.worker._worker import Worker, WorkerSettings
+from tests.conftest import InProcessServer
+from tests.runtime._engine_helpers import serving
+from tests.runtime.test_goldens import load_golden, wire_map
+
+GOLDEN = "shipment_delivered"
+LIMITS = SandboxLimits(deadline_s=5.0)
+
+
+@pytest.fixture
+def plain(sandbox_engine: SandboxEngine, modules: dict[str, bytes]) -> Sandbox:
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    return Sandbox(sandbox_engine, ManualClock(from_ms(1_767_225_600_000)), by_digest.__getitem__)
+
+
+@pytest.fixture
+def sticky(plain: Sandbox, sandbox_engine: SandboxEngine) -> Iterator[StickySandbox]:
+    with StickySandbox(plain, sandbox_engine.activation_lock) as keeper:
+        yield keeper
+
+
+def _history() -> tuple[Event, ...]:
+    return load_golden(GOLDEN)
+
+
+def _activation(events: tuple[Event, ...], **changes: object) -> WorkflowActivation:
+    activation = WorkflowActivation(
+        run_id=events[0].run_id,
+        workflow_type="shipment",
+        digest=events[0].digest,
+        input=wire_map(events[0])["input"],
+        events=events,
+        limits=LIMITS,
+    )
+    return replace(activation, **changes)  # type: ignore[arg-type]
+
+
+def _sticky_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "amber-sticky" and t.is_alive())
+
+
+def _settled(expected: int) -> int:
+    # An evicted instance's thread ends once it has unwound (it needs the activation lock).
+    for _ in range(200):
+        if _sticky_threads() == expected:
+            break
+        threading.Event().wait(0.01)
+    return _sticky_threads()
+
+
+def test_a_run_goes_on_in_its_live_instance_and_a_shorter_history_starts_a_new_one(
+    sticky: StickySandbox, plain: Sandbox
+) -> None:
+    history = _history()
+    activate_workflow(sticky, _activation(history[:2]))  # waits for its first activity
+    assert (sticky.misses, sticky.hits, sticky.live_runs()) == (1, 0, 1)
+    activate_workflow(sticky, _activation(history[:3]))  # its result arrived: go on
+    assert (sticky.misses, sticky.hits) == (1, 1)
+    # A history that does not extend what the instance saw (it cannot happen in a real run,
+    # whose history only grows) is replayed from the top in a new instance, correctly.
+    step = activate_workflow(sticky, _activation(history[:2]))
+    assert (sticky.misses, sticky.hits) == (2, 1)
+    assert step == replace(activate_workflow(plain, _activation(history[:2])), stats=step.stats)
+
+
+def test_a_query_never_moves_the_live_instance(sticky: StickySandbox) -> None:
+    history = _history()
+    activate_workflow(sticky, _activation(history[:3]))
+    answer_query(sticky, _activation(history[:3]), "status")
+    assert sticky.live_runs() == 1
+    activate_workflow(sticky, _activation(history[:5]))
+    assert sticky.hits == 1  # the query ran from the top, beside it
+
+
+def test_a_fault_on_the_way_is_recorded_as_a_replay_from_the_top_records_it(
+    sticky: StickySandbox, plain: Sandbox
+) -> None:
+    history = _history()
+    activate_workflow(sticky, _activation(history[:2]))
+    starved = replace(LIMITS, fuel=2_000)  # enough for nothing: the stretch runs out of fuel
+    with pytest.raises(OutOfFuel) as on_the_way:
+        activate_workflow(sticky, _activation(history[:3], limits=starved))
+    with pytest.raises(OutOfFuel) as from_the_top:
+        activate_workflow(plain, _activation(history[:3], limits=starved))
+    assert sticky.restarts == 1 and sticky.live_runs() == 0
+    assert on_the_way.value.fuel_used == from_the_top.value.fuel_used
+    assert on_the_way.value.step == from_the_top.value.step
+
+
+def test_a_new_module_version_drops_the_live_instance(
+    sticky: StickySandbox, modules: dict[str, bytes]
+) -> None:
+    history = _history()
+    activate_workflow(sticky, _activation(history[:2]))
+    other = hashlib.sha256(modules["orders"]).hexdigest()
+    with pytest.raises(Exception):  # noqa: B017 - orders has no shipment workflow
+        activate_workflow(sticky, _activation(history[:3], digest=other))
+    assert sticky.dropped == 1 and sticky.hits == 0
+
+
+def test_live_instances_are_bounded_by_count_idleness_and_memory(
+    plain: Sandbox, sandbox_engine: SandboxEngine
+) -> None:
+    history = _history()
+    runs = [tuple(replace(e, run_id=f"run-{i}") for e in history[:2]) for i in range(3)]
+    with StickySandbox(plain, sandbox_engine.activation_lock, runs=2) as bounded:
+        for events in runs:
+            activate_workflow(bounded, _activation(events))
+        assert bounded.live_runs() == 2 and bounded.dropped == 1
+    assert _settled(0) == 0  # closing unwound every parked guest
+    with StickySandbox(plain, sandbox_engine.activation_lock, idle_s=0.0) as idle:
+        activate_workflow(idle, _activation(runs[0]))
+        activate_workflow(idle, _activation(runs[1]))
+        assert idle.live_runs() == 1 and idle.dropped == 1  # run-0 waited too long
+    with StickySandbox(plain, sandbox_engine.activation_lock, max_memory_bytes=1) as small:
+        activate_workflow(small, _activation(runs[0]))
+        assert small.live_runs() == 0 and small.dropped == 1
+    assert _settled(0) == 0
+
+
+def test_a_run_that_ends_leaves_no_instance_behind(sticky: StickySandbox) -> None:
+    history = _history()
+    for end in range(2, len(history)):
+        activate_workflow(sticky, _activation(history[:end]))
+    step = activate_workflow(sticky, _activation(history[:-1]))
+    assert step.status.value == "completed"
+    assert sticky.live_runs() == 0 and sticky.hits >= len(history) - 3
+    assert _settled(0) == 0
+
+
+def test_runs_complete_through_the_server_on_live_instances(
+    make_server, modules: dict[str, bytes], tmp_path
+) -> None:
+    # The worker's own path: a stream of activations of several runs, signals arriving while
+    # instances wait, a cancellation; every run ends as it does replaying from the top.
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["shipment"], promote=True)
+    engine = SandboxEngine(tmp_path / "artifacts")
+    runner = guest_runner(
+        engine, SystemClock(), srv.client.get_module, artifact_dir=tmp_path, guests=1,
+        sticky_runs=8,
+    )  # fmt: skip
+    assert isinstance(runner, StickySandbox)
+    worker = Worker(srv.client, runner, WorkerSettings(worker_id="sticky", poll_wait_s=0.2))
+    try:
+        with serving(worker):
+            ids = [f"S-{i}" for i in range(4)]
+            runs = [
+                srv.client.start_run(
+                    "shipment",
+                    {"shipment_id": i, "address": "1 Main St", "deadline_days": 3},
+                    workflow_id=i,
+                ).run.run_id
+                for i in ids
+            ]
+            for run_id in runs:  # each waits for its delivery signal
+                _wait(lambda r=run_id: _waits_for_signal(srv, r))
+            for i in ids[:3]:
+                assert srv.client.signal(i, "delivered", {"signed_by": "Ann"}, request_id=i)
+            assert srv.client.cancel(runs[3], reason="withdrawn", operator="ops@example.com")
+            ended = [srv.client.result(r, wait_s=20) for r in runs]
+    finally:
+        runner.close()
+        engine.close()
+    assert [r.status for r in ended] == [RunStatus.COMPLETED] * 3 + [RunStatus.CANCELLED]
+    assert all(decode(r.result)["signed_by"] == "Ann" for r in ended[:3])
+    assert runner.hits >= 4 and runner.restarts == 0
+
+
+def _waits_for_signal(srv: InProcessServer, run_id: str) -> bool:
+    types = [e.type for e in srv.client.history(run_id)]
+    return EventType.SIGNAL_AWAITED in types
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
