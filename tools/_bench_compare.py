@@ -194,6 +194,10 @@ def _targets(
         _Target(name="replay_20_steps_ms", text="≤ 2 ms",
                 measured=_at(sandbox, "replay_20_steps_ms", "median"), at_most=2.0,
                 note="" if sandbox else elsewhere),
+        _Target(name="sticky_over_fresh",
+                text="report it: a workflow activation on its live instance ÷ from the top",
+                measured=_at(sandbox, "run_step_by_step", "sticky_over_fresh"),
+                note="20-step chain run, per activation" if sandbox else elsewhere),
         _Target(name="idle_worker_rss_ratio",
                 text="10,000 waiting runs leave the worker's RSS unchanged (±10 %)",
                 measured=max(rss_ratios, key=lambda r: abs(r - 1), default=None),
@@ -307,6 +311,7 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
     extra = {
         "sandbox_activation_us": "sandbox activation µs, median",
         "replay_20_steps_ms": "20-step replay ms, median",
+        "sticky_over_fresh": "live instance ÷ from the top",
         "idle_worker_rss_ratio": "worker RSS after / before parking",
         "idle_db_bytes_per_run": "database bytes per parked run",
         "recovery_drain_s": "SIGKILL → all done, s",
@@ -314,7 +319,9 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
     }
     for key, text in extra.items():
         t = targets[key]
-        digits = 3 if key in ("idle_worker_rss_ratio", "isolation_ratio") else 1
+        digits = (
+            3 if key in ("idle_worker_rss_ratio", "isolation_ratio", "sticky_over_fresh") else 1
+        )
         detail = f" ({t['note']})" if t.get("note") else ""
         lines.append(
             f"{text:<34} {_f(t['measured'], digits):>6}   target {t['target']}:"

@@ -30,7 +30,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
@@ -70,6 +70,7 @@ from amber.runtime.sandbox import (
     Sandbox,
     SandboxEngine,
     SandboxLimits,
+    StickySandbox,
     fresh_store,
     instance_exports,
 )
@@ -171,12 +172,14 @@ def _measure(work: Path, repetitions: int, replay_repetitions: int) -> dict[str,
         )
         activation = _activation_figures(chain, repetitions)
         replay = _replay_figures(chain, replay_repetitions)
+        stepwise = _stepwise_figures(chain, replay_repetitions * 4)
         loads = _artifact_loads(artifacts, engine.engine, chain.digest, repetitions)
     finally:
         engine.close()
     return {
         "activation_us": activation,
         "replay_20_steps_ms": replay,
+        "run_step_by_step": stepwise,
         "artifact_load_us": loads.to_json(2)
         | {"method": "versions.ArtifactCache.load on a cache hit (Module.deserialize_file)"},
         "module": {"source": "abi/samples/chain.c", "sha256": chain.digest, "bytes": chain.size},
@@ -454,6 +457,53 @@ def _replay_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
         ),
         "fuel_used": step.stats.fuel_used,
         "memory_bytes": step.stats.memory_bytes,
+    }
+
+
+# -- a run activated step by step: from the top, or going on in a live instance ------------------
+
+
+def _stepwise_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
+    """A 20-step `chain` run activated as a worker activates it: after each result, once from
+    the top in a fresh instance and once on a live instance (`StickySandbox`) going on from its
+    last wait. Per activation, as `activate_workflow` sees it (envelope, sandbox, checks)."""
+    events = _chain_history(chain)
+    cuts = [n for n in range(2, len(events) + 1) if events[n - 1].type.value != "ActivityScheduled"]
+    clock = SystemClock()
+    fresh = Sandbox(chain.engine, clock, _no_fetch)
+    sticky = StickySandbox(Sandbox(chain.engine, clock, _no_fetch), chain.engine.activation_lock)
+    timings: dict[str, list[int]] = {"fresh": [], "sticky": []}
+    runs = max(1, repetitions // len(cuts))
+    try:
+        for r in range(_warmup(runs) + runs):
+            run_id = f"{_RUN_ID}-{r}"
+            history = tuple(replace(e, run_id=run_id) for e in events)
+            for name, runner in (("fresh", fresh), ("sticky", sticky)):
+                for n in cuts:
+                    activation = replace(_chain_activation(chain, history[:n]), run_id=run_id)
+                    began = time.perf_counter_ns()
+                    step = activate_workflow(runner, activation)
+                    ended = time.perf_counter_ns()
+                    if n == len(events):
+                        _check_replay(step, _START_VALUE + REPLAY_STEPS)
+                    if r >= _warmup(runs):
+                        timings[name].append(ended - began)
+    finally:
+        sticky.close()
+    medians = {name: _Timing.of(samples, 1e3) for name, samples in timings.items()}
+    return {
+        "fresh_us": medians["fresh"].to_json(1),
+        "sticky_us": medians["sticky"].to_json(1),
+        "sticky_over_fresh": round(medians["sticky"].median / medians["fresh"].median, 3),
+        "activations_per_run": len(cuts),
+        "sticky_hits": sticky.hits,
+        "sticky_misses": sticky.misses,
+        "method": (
+            "per workflow activation of a 20-step chain run, each result in turn: fresh ="
+            " Sandbox (new store, instantiate, replay from the top); sticky = StickySandbox"
+            " (the run's live instance goes on from its last wait; the first activation of a"
+            " run starts it)"
+        ),
     }
 
 

@@ -41,6 +41,7 @@ TARGETS = (
     "fraction_of_raw_commit_rate",
     "sandbox_activation_us",
     "replay_20_steps_ms",
+    "sticky_over_fresh",
     "idle_worker_rss_ratio",
     "idle_db_bytes_per_run",
     "recovery_drain_s",
@@ -113,13 +114,15 @@ def test_the_command_completes_and_writes_every_key(bench: dict[str, Any]) -> No
     for name, target in result["targets"].items():
         assert set(target) >= {"target", "measured", "met"}, name
     assert result["targets"]["db_commits_per_workflow"]["measured"] > 0
-    for measured in ("sandbox_activation_us", "replay_20_steps_ms"):
+    for measured in ("sandbox_activation_us", "replay_20_steps_ms", "sticky_over_fresh"):
         assert result["targets"][measured]["measured"] > 0, measured
     # 20 parked runs may fit in pages the tables already had: growth can be 0 at this size.
     assert result["targets"]["idle_db_bytes_per_run"]["measured"] >= 0
     assert result["targets"]["idle_db_bytes_per_run"]["met"] is None  # not 10,000 runs
     assert result["targets"]["recovery_drain_s"]["met"] is True
     assert result["sandbox"]["activation_us"]["n"] == 20
+    stepwise = result["sandbox"]["run_step_by_step"]
+    assert stepwise["sticky_hits"] > stepwise["sticky_misses"] > 0  # the live instances went on
     assert result["timing_s"]["amber"] > 0 and result["timing_s"]["peers"] is None
 
     assert "idle p50 ms" in bench["stdout"] and "server+1w" in bench["stdout"]
