@@ -20,9 +20,10 @@ Never sticky: queries (they must not move the instance), activities, and modules
 `await_next` existed. Dropped: on any fault in a later stretch (the activation is then run again
 from the top, so the recorded failure — reason, fuel, memory — is the reference path's), on a
 module digest change (a migration), when its memory passes `max_memory_bytes`, beyond `runs`
-live instances (least recently used first) and after `idle_s` without an activation. A parked
-run therefore costs a thread and its instance's memory for at most `idle_s`; a run waiting days
-for an approval costs nothing.
+live instances (least recently used first) and after `idle_s` without an activation. Kept only
+while the run waits for an activity or a child workflow, whose results come back promptly: a
+run that waits only for a timer, a signal or an approval may wait for days, so its instance is
+dropped at once and it costs the worker no memory (its next activation replays from the top).
 
 Threads: wasmtime-py keeps a raised host exception in a module global, so guests must not run
 on two threads at once; every stretch runs holding the engine's `activation_lock`, and a parked
@@ -43,8 +44,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
 
-import msgpack
-
+from amber.abi import NotMsgpack, unpack
 from amber.runtime.model import GuestFault
 
 from ._host import ActivationKind
@@ -58,6 +58,10 @@ IDLE_S: Final = 30.0
 MAX_LIVE_MEMORY_BYTES: Final = 16 * 1024 * 1024
 """A live instance whose linear memory grew past this is dropped after its activation (the
 SDK's allocator never frees, so a long run's instance grows with every stretch)."""
+
+
+_SOON: Final = frozenset({"activity", "child"})
+"""Command kinds whose results a worker's activations bring back promptly."""
 
 
 class _Evicted(BaseException):
@@ -75,12 +79,26 @@ class _Seen:
     @classmethod
     def of(cls, envelope: bytes) -> _Seen | None:
         try:
-            doc = msgpack.unpackb(envelope, raw=False, strict_map_key=False)
-        except (ValueError, msgpack.UnpackException):
+            doc = unpack(envelope, what="input envelope")
+        except NotMsgpack:
             return None
         if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
             return None
         return cls(results=doc["results"], cancel=doc.get("cancel"))
+
+    def soon_resumed(self, output: bytes) -> bool:
+        """Whether the guest that answered these results with `output` waits for an activity
+        or a child workflow: their results come back in seconds. A run waiting only for a
+        timer, a signal or an approval may wait for days, and its instance is not kept."""
+        try:
+            doc = unpack(output, what="output envelope")
+            answered = {result[0] for result in self.results}
+            commands = doc["commands"]
+            return any(
+                command[0] in _SOON and i not in answered for i, command in enumerate(commands)
+            )
+        except (NotMsgpack, KeyError, IndexError, TypeError):
+            return False  # malformed: the replay layer says so; nothing worth keeping
 
     def continued_by(self, later: _Seen) -> bool:
         """Whether `later` only adds to what this input said (history grew, nothing else)."""
@@ -201,8 +219,11 @@ class StickySandbox:
         runs: int = STICKY_RUNS,
         idle_s: float = IDLE_S,
         max_memory_bytes: int = MAX_LIVE_MEMORY_BYTES,
+        keep_long_waits: bool = False,
     ) -> None:
-        """`lock`: the engine's `activation_lock` (the one `sandbox.run` takes)."""
+        """`lock`: the engine's `activation_lock` (the one `sandbox.run` takes).
+        `keep_long_waits` keeps instances that wait only for timers, signals or approvals too
+        (for workflows whose waits are short)."""
         if runs < 1:
             raise ValueError("a sticky sandbox keeps at least one run")
         self._sandbox = sandbox
@@ -210,6 +231,7 @@ class StickySandbox:
         self._runs = runs
         self._idle_s = idle_s
         self._max_memory = max_memory_bytes
+        self._keep_long_waits = keep_long_waits
         self._live: OrderedDict[str, _Live] = OrderedDict()
         self._guard = threading.Lock()
         self.hits = 0
@@ -259,14 +281,14 @@ class StickySandbox:
                     return self._sandbox.run(request)
                 with self._guard:
                     self.hits += 1
-                self._keep(live, parked)
+                self._keep(live, parked, raw)
                 return raw
             self._drop(live)
         with self._guard:
             self.misses += 1
         live = _Live(self._sandbox, self._lock, request, seen)
         raw, parked = live.first()  # a fault here is the reference path's own
-        self._keep(live, parked)
+        self._keep(live, parked, raw)
         return raw
 
     def close(self) -> None:
@@ -303,10 +325,11 @@ class StickySandbox:
             self._drop(one)
         return live
 
-    def _keep(self, live: _Live, parked: bool) -> None:
+    def _keep(self, live: _Live, parked: bool, raw: RawOutput) -> None:
         if not parked:
             return  # it ended: its thread is gone
-        if live.memory_bytes > self._max_memory:
+        soon = self._keep_long_waits or live.seen.soon_resumed(raw.envelope)
+        if live.memory_bytes > self._max_memory or not soon:
             self._drop(live)
             return
         evicted: list[_Live] = []

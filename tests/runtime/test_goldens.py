@@ -339,7 +339,9 @@ def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_poi
     clock = ManualClock(from_ms(1_767_225_600_000))
     fresh = Sandbox(sandbox_engine, clock, by_digest.__getitem__)
     sticky = StickySandbox(
-        Sandbox(sandbox_engine, clock, by_digest.__getitem__), sandbox_engine.activation_lock
+        Sandbox(sandbox_engine, clock, by_digest.__getitem__),
+        sandbox_engine.activation_lock,
+        keep_long_waits=True,  # go on after timers, signals and approvals too: every kind of wait
     )
     compared = 0
     with sticky:

@@ -46,7 +46,7 @@ def plain(sandbox_engine: SandboxEngine, modules: dict[str, bytes]) -> Sandbox:
 
 @pytest.fixture
 def sticky(plain: Sandbox, sandbox_engine: SandboxEngine) -> Iterator[StickySandbox]:
-    with StickySandbox(plain, sandbox_engine.activation_lock) as keeper:
+    with StickySandbox(plain, sandbox_engine.activation_lock, keep_long_waits=True) as keeper:
         yield keeper
 
 
@@ -94,6 +94,21 @@ def test_a_run_goes_on_in_its_live_instance_and_a_shorter_history_starts_a_new_o
     assert step == replace(activate_workflow(plain, _activation(history[:2])), stats=step.stats)
 
 
+def test_only_runs_waiting_for_an_activity_keep_their_instance_by_default(
+    plain: Sandbox, sandbox_engine: SandboxEngine
+) -> None:
+    history = _history()  # book_carrier, then a delivery signal raced against a timer
+    with StickySandbox(plain, sandbox_engine.activation_lock) as keeper:
+        activate_workflow(keeper, _activation(history[:2]))
+        assert keeper.live_runs() == 1  # waits for book_carrier: back in moments
+        activate_workflow(keeper, _activation(history[:3]))
+        assert keeper.hits == 1
+        # It now waits for a signal or a timer, which may take days: a parked run costs no
+        # worker memory.
+        assert keeper.live_runs() == 0 and keeper.dropped == 1
+    assert _settled(0) == 0
+
+
 def test_a_query_never_moves_the_live_instance(sticky: StickySandbox) -> None:
     history = _history()
     activate_workflow(sticky, _activation(history[:3]))
@@ -134,16 +149,22 @@ def test_live_instances_are_bounded_by_count_idleness_and_memory(
 ) -> None:
     history = _history()
     runs = [tuple(replace(e, run_id=f"run-{i}") for e in history[:2]) for i in range(3)]
-    with StickySandbox(plain, sandbox_engine.activation_lock, runs=2) as bounded:
+    with StickySandbox(
+        plain, sandbox_engine.activation_lock, runs=2, keep_long_waits=True
+    ) as bounded:
         for events in runs:
             activate_workflow(bounded, _activation(events))
         assert bounded.live_runs() == 2 and bounded.dropped == 1
     assert _settled(0) == 0  # closing unwound every parked guest
-    with StickySandbox(plain, sandbox_engine.activation_lock, idle_s=0.0) as idle:
+    with StickySandbox(
+        plain, sandbox_engine.activation_lock, idle_s=0.0, keep_long_waits=True
+    ) as idle:
         activate_workflow(idle, _activation(runs[0]))
         activate_workflow(idle, _activation(runs[1]))
         assert idle.live_runs() == 1 and idle.dropped == 1  # run-0 waited too long
-    with StickySandbox(plain, sandbox_engine.activation_lock, max_memory_bytes=1) as small:
+    with StickySandbox(
+        plain, sandbox_engine.activation_lock, max_memory_bytes=1, keep_long_waits=True
+    ) as small:
         activate_workflow(small, _activation(runs[0]))
         assert small.live_runs() == 0 and small.dropped == 1
     assert _settled(0) == 0
