@@ -12,9 +12,12 @@ from ._mapping import tenant_of
 from ._options import (
     AUTHORIZATION_HEADER,
     GRPC_OPTIONS,
+    KEEPALIVE_S,
+    KEEPALIVE_TIMEOUT_S,
     MAX_MESSAGE_BYTES,
     OPERATOR_TOKEN_HEADER,
     STREAM_MESSAGE_BUDGET,
+    grpc_options,
 )
 from ._status import (
     ERROR_FIELDS_KEY,
@@ -32,6 +35,8 @@ __all__ = [
     "ERROR_FIELDS_KEY",
     "ERROR_TYPE_KEY",
     "GRPC_OPTIONS",
+    "KEEPALIVE_S",
+    "KEEPALIVE_TIMEOUT_S",
     "MAX_MESSAGE_BYTES",
     "OPERATOR_TOKEN_HEADER",
     "STREAM_MESSAGE_BUDGET",
@@ -43,6 +48,7 @@ __all__ = [
     "error_metadata",
     "error_of",
     "error_parts",
+    "grpc_options",
     "mapping",
     "status_of",
     "tenant_of",

@@ -80,7 +80,15 @@ class WorkStream(ReportCalls):
             item.traceparent = current_traceparent()  # the item's run's trace, as a call's would
             line = self._line_for_next()
             line.send(item, waiter)
-        return waiter.wait(self._timeout)
+        try:
+            return waiter.wait(self._timeout)
+        except _Unanswered:
+            # Nothing came back on this stream within the timeout: its connection may be dead
+            # without anyone having said so. Give it up, so that the next item opens a new one
+            # instead of queueing behind a batch nobody will answer (the items it held fail
+            # and are resent: a report the server did apply is refused by its fencing token).
+            line.close()
+            raise
 
     def _line_for_next(self) -> _Line:
         """The line the next item goes to (opening one where a line is missing or ended)."""
@@ -113,6 +121,10 @@ class WorkStream(ReportCalls):
         self._ask(pb.WorkItem(query=request))
 
 
+class _Unanswered(RetryableError):
+    """An item's answer did not come within the stream's timeout."""
+
+
 class _Waiter:
     """One item's caller, waiting for its answer."""
 
@@ -133,7 +145,7 @@ class _Waiter:
 
     def wait(self, timeout_s: float) -> pb.WorkAnswer:
         if not self._done.wait(timeout_s):
-            raise RetryableError(f"no answer on the worker's stream within {timeout_s:g} s")
+            raise _Unanswered(f"no answer on the worker's stream within {timeout_s:g} s")
         if self._error is not None:
             raise self._error
         answer = self._answer

@@ -3,7 +3,8 @@
 Modelled on psycopg_pool's own proxy fixture: clients connect to `127.0.0.1:<port>`; each
 connection is forwarded to the real server (TCP, or the server's unix socket when the DSN names a
 socket directory, as the embedded server's does). `cut()` drops every live connection and makes
-new ones fail until `restore()`. `lose_commit_answer()` lets the next COMMIT reach the server,
+new ones fail until `restore()`. `strand()` silences the live connections without closing them
+(a vanished host). `lose_commit_answer()` lets the next COMMIT reach the server,
 waits for the server's answer, and cuts that connection instead of passing the answer on: the
 commit happened, and the client cannot know it.
 """
@@ -45,6 +46,7 @@ class PgProxy:
         self.port: int = self._listener.getsockname()[1]
         self._lock = threading.Lock()
         self._live: set[socket.socket] = set()
+        self._stranded: set[socket.socket] = set()
         self._refusing = False
         self._lose_commit = threading.Event()
         self.commits_lost = 0
@@ -66,6 +68,13 @@ class PgProxy:
             live = list(self._live)
         for sock in live:
             _shutdown(sock)
+
+    def strand(self) -> None:
+        """Make every live connection go silent without closing: bytes sent on it either way
+        are swallowed, as when a host vanishes or the network partitions. New connections
+        still go through (to a replacement at the same address)."""
+        with self._lock:
+            self._stranded.update(self._live)
 
     def lose_commit_answer(self) -> None:
         """Cut the connection whose next COMMIT goes through, after the server answered it."""
@@ -129,6 +138,8 @@ class PgProxy:
                         data = source.recv(65536)
                         if not data:
                             return
+                        if source in self._stranded:
+                            continue  # swallowed: nothing answers, nothing closes
                         peers[source].sendall(data)
                         if source is client and _is_commit(data) and self._lose_commit.is_set():
                             self._lose_commit.clear()
@@ -140,6 +151,7 @@ class PgProxy:
             finally:
                 with self._lock:
                     self._live.difference_update(peers)
+                    self._stranded.difference_update(peers)
                 for sock in peers:
                     _shutdown(sock)
                     sock.close()

@@ -17,12 +17,15 @@ from amber.abi import InvalidInput, RetryableError
 from amber.history import Database, EventType, LeaseLost, RunStatus, VersionConflict
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import amber_pb2_grpc as pb_grpc
+from amber.runtime.api import grpc_options
 from amber.runtime.client import AmberClient, decode
+from amber.runtime.client import _calls as client_calls
 from amber.runtime.client import _stream as client_stream
 from amber.runtime.client._reports import workflow_request
 from amber.runtime.model import LeasedTask, ManualClock, WorkflowCompletion
 from amber.runtime.replay import WorkflowActivation, activate_workflow
 from amber.runtime.sandbox import Sandbox, SandboxLimits
+from amber.runtime.server import _server as server_module
 from amber.runtime.server import _worker_rpc as worker_rpc
 from amber.runtime.server._worker_rpc import split_answers
 from amber.runtime.worker import Worker, WorkerSettings
@@ -157,6 +160,41 @@ def test_the_stream_raises_each_items_own_typed_error(
         assert stream.batches >= 4 and stream.items == 4
     finally:
         stream.close()
+
+
+def test_a_server_that_vanishes_without_closing_its_connections_is_left_behind(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A host lost or a partition: the worker's stream and its long poll sit on connections
+    # that answer nothing and never close. No call gives up on its own within the test (an
+    # hour's timeout): keepalive pings must find the dead connections, and the worker must
+    # carry on over new ones (to the replacement behind the same address).
+    quick = grpc_options(keepalive_s=0.5, keepalive_timeout_s=0.5)
+    monkeypatch.setattr(server_module, "GRPC_OPTIONS", quick)
+    monkeypatch.setattr(client_calls, "GRPC_OPTIONS", quick)
+    srv = make_server()
+    first = _start_chains(srv, modules, 2, k=2)
+    proxy = PgProxy(("127.0.0.1", int(srv.target.rsplit(":", 1)[1])))
+    client = AmberClient(f"127.0.0.1:{proxy.port}", timeout_s=3600)
+    settings = WorkerSettings(worker_id="stranded", slots=4, poll_wait_s=0.5, streams=1)
+    try:
+        with serving(Worker(client, sandbox, settings)):
+            wait_for(lambda: all(srv.client.result(r).status.closed for r in first), 60, "warm")
+            proxy.strand()
+            later = _start_chains(srv, modules, 2, k=2)
+            wait_for(
+                lambda: all(srv.client.result(r).status.closed for r in later),
+                60,
+                "the runs started after the connections went silent to close",
+            )
+    finally:
+        client.close()
+        proxy.close()
+    for run in first + later:
+        assert decode(srv.client.result(run).result) == {"value": 2}
 
 
 def test_a_stream_cut_while_a_batch_is_at_the_server_loses_and_duplicates_nothing(
