@@ -114,6 +114,13 @@ def register(
         help="workers report with a unary call each instead of their stream (to compare)",
     )
     parser.add_argument(
+        "--worker-sticky",
+        type=int,
+        metavar="RUNS",
+        help="live workflow instances each worker keeps (amber worker --sticky; default: its"
+        " own; 0 replays every activation from the top, to compare)",
+    )
+    parser.add_argument(
         "--isolation-runs",
         type=int,
         default=200,
@@ -195,7 +202,8 @@ def bench(args: argparse.Namespace) -> int:
         recovery_runs=args.recovery_runs,
         isolation_runs=args.isolation_runs,
         worker_fuel=args.worker_fuel,
-        worker_args=("--unary",) if args.worker_unary else (),
+        worker_args=(("--unary",) if args.worker_unary else ())
+        + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky))),
         sandbox_repetitions=args.sandbox_repetitions,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
