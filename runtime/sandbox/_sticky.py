@@ -9,12 +9,14 @@ re-reads its results and goes on from the await, so it issues exactly the comman
 the top would, and everything above the sandbox (the matcher, the determinism check, the
 report) is unchanged. What it saves is the instantiation and the replay of the prefix.
 
-Why a live instance may take any later activation of its run: history only grows, so the
-results it consumed are still there, unchanged, in every later input; the input is checked for
-that before it is handed over (same module digest, the results seen so far a prefix of the new
-ones, the same cancel request), and anything else starts a fresh instance. Reports refused by
-the server or a lease lost to another worker need no special case: the instance is a replay
-paused at an await, whoever recorded the history since.
+When a live instance may take a later activation of its run: history only grows, so the
+results it consumed are still there, unchanged, in every later input, and the instance is a
+replay paused at an await. What history must also hold is every command the instance issued,
+with the `now` and `random` values the host handed it: if its report was refused (a lost lease,
+a conflict) and another activation recorded other values, the guest has already decided with
+its own. So the input is checked before it is handed over (same module digest, the results
+seen so far a prefix of the new ones, the same cancel request, every issued command recorded
+with the values the instance used), and anything else starts a fresh instance.
 
 Never sticky: queries (they must not move the instance), activities, and modules built before
 `await_next` existed. Dropped: on any fault in a later stretch (the activation is then run again
@@ -40,6 +42,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
@@ -62,6 +65,8 @@ SDK's allocator never frees, so a long run's instance grows with every stretch).
 
 _SOON: Final = frozenset({"activity", "child"})
 """Command kinds whose results a worker's activations bring back promptly."""
+_HOST_VALUES: Final = frozenset({"now", "random"})
+"""Command kinds whose value the host handed to the guest (the rest follow from history)."""
 
 
 class _Evicted(BaseException):
@@ -75,6 +80,7 @@ class _Seen:
 
     results: list[Any]
     cancel: Any
+    recorded: int
 
     @classmethod
     def of(cls, envelope: bytes) -> _Seen | None:
@@ -84,21 +90,55 @@ class _Seen:
             return None
         if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
             return None
-        return cls(results=doc["results"], cancel=doc.get("cancel"))
+        recorded = doc.get("recorded", 0)
+        return cls(
+            results=doc["results"],
+            cancel=doc.get("cancel"),
+            recorded=recorded if isinstance(recorded, int) else 0,
+        )
 
-    def soon_resumed(self, output: bytes) -> bool:
-        """Whether the guest that answered these results with `output` waits for an activity
-        or a child workflow: their results come back in seconds. A run waiting only for a
-        timer, a signal or an approval may wait for days, and its instance is not kept."""
-        try:
-            doc = unpack(output, what="output envelope")
-            answered = {result[0] for result in self.results}
-            commands = doc["commands"]
-            return any(
-                command[0] in _SOON and i not in answered for i, command in enumerate(commands)
-            )
-        except (NotMsgpack, KeyError, IndexError, TypeError):
-            return False  # malformed: the replay layer says so; nothing worth keeping
+    def continued_by(self, later: _Seen, issued: Sequence[Any]) -> bool:
+        """Whether `later` is this input with history grown, and records every command the
+        guest issued since (`issued`, from its last output) with the values it used. A `now`
+        or `random` value is the host's: if another activation's was recorded instead (this
+        guest's report was refused), the guest has already decided with the wrong one."""
+        n = len(self.results)
+        if (
+            len(later.results) < n
+            or later.results[:n] != self.results
+            or (self.cancel is not None and later.cancel != self.cancel)
+            or later.recorded < len(issued)
+        ):
+            return False
+        values = {result[0]: result for result in later.results}
+        for i, command in enumerate(issued):
+            if command[0] in _HOST_VALUES:
+                result = values.get(i)
+                if result is None or result[2] != 0 or result[3] != command[1]:
+                    return False
+        return True
+
+
+def _issued(output: bytes) -> list[Any] | None:
+    """The commands a waiting guest handed over (None: not an envelope to go on from)."""
+    try:
+        doc = unpack(output, what="output envelope")
+        commands = doc["commands"]
+    except (NotMsgpack, KeyError, TypeError):
+        return None
+    if not isinstance(commands, list) or not all(
+        isinstance(c, list) and c and isinstance(c[0], str) for c in commands
+    ):
+        return None
+    return commands
+
+
+def _soon_resumed(issued: Sequence[Any], seen: _Seen) -> bool:
+    """Whether a guest that issued `issued` on input `seen` waits for an activity or a child
+    workflow, whose results come back in seconds. A run waiting only for a timer, a signal or
+    an approval may wait for days, and its instance is not kept."""
+    answered = {result[0] for result in seen.results if result}
+    return any(c[0] in _SOON and i not in answered for i, c in enumerate(issued))
 
     def continued_by(self, later: _Seen) -> bool:
         """Whether `later` only adds to what this input said (history grew, nothing else)."""
@@ -120,6 +160,8 @@ class _Live:
         self.run_id = request.run_id
         self.digest = request.digest
         self.seen = seen
+        self.issued: list[Any] = []
+        """The commands of its last output: what it has issued so far."""
         self.used_at = time.monotonic()
         self.memory_bytes = 0
         self._sandbox = sandbox
@@ -270,7 +312,7 @@ class StickySandbox:
                 self._drop(live)
             return self._sandbox.run(request)
         if live is not None:
-            if live.digest == request.digest and live.seen.continued_by(seen):
+            if live.digest == request.digest and live.seen.continued_by(seen, live.issued):
                 try:
                     raw, parked = live.resume(request, seen)
                 except GuestFault:
@@ -328,10 +370,15 @@ class StickySandbox:
     def _keep(self, live: _Live, parked: bool, raw: RawOutput) -> None:
         if not parked:
             return  # it ended: its thread is gone
-        soon = self._keep_long_waits or live.seen.soon_resumed(raw.envelope)
-        if live.memory_bytes > self._max_memory or not soon:
+        issued = _issued(raw.envelope)
+        if (
+            issued is None
+            or live.memory_bytes > self._max_memory
+            or not (self._keep_long_waits or _soon_resumed(issued, live.seen))
+        ):
             self._drop(live)
             return
+        live.issued = issued
         evicted: list[_Live] = []
         with self._guard:
             replaced = self._live.pop(live.run_id, None)
