@@ -285,6 +285,8 @@ def work(args: argparse.Namespace) -> int:
             engine.close()
 
         worker = Worker(client, runner, settings)
+        if isinstance(runner, ParallelSandbox | StickySandbox):
+            worker.metrics.watch_live(runner.live_runs)
     stop = threading.Event()
     on_signals(stop)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ._server import LATENCY_BUCKETS
@@ -34,6 +36,17 @@ class WorkerMetrics:
             "amber_worker_replayed_events", "History events replayed by workflow activations",
             registry=r,
         )  # fmt: skip
+        self._continued = Counter(
+            "amber_worker_continued_activations",
+            "Workflow activations that went on in the run's live instance instead of replaying"
+            " its history (sticky instances)",
+            registry=r,
+        )  # fmt: skip
+        self._live = Gauge(
+            "amber_worker_live_instances",
+            "Live workflow instances parked, one per running workflow (sticky instances)",
+            registry=r,
+        )  # fmt: skip
         self._busy = Gauge("amber_worker_tasks_running", "Tasks running now", registry=r)
 
     def activation(self, kind: str, seconds: float, fuel: int) -> None:
@@ -41,8 +54,17 @@ class WorkerMetrics:
         if fuel > 0:
             self._fuel.labels(kind).observe(fuel)
 
-    def replayed(self, events: int) -> None:
-        self._replayed.inc(events)
+    def replayed(self, events: int, *, continued: bool = False) -> None:
+        """A workflow activation over `events` history events: replayed, or gone on with in
+        its live instance (`continued`)."""
+        if continued:
+            self._continued.inc()
+        else:
+            self._replayed.inc(events)
+
+    def watch_live(self, live_instances: Callable[[], int]) -> None:
+        """Read the live instance count from `live_instances` at each scrape."""
+        self._live.set_function(live_instances)
 
     def task_started(self) -> None:
         self._busy.inc()

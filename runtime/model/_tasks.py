@@ -124,6 +124,9 @@ class ActivationStats:
     host_calls: int
     duration_s: float
     logs: tuple[tuple[int, str], ...] = ()
+    continued: bool = False
+    """A workflow's live instance went on from its last wait (sticky): nothing was replayed,
+    and fuel and memory are that stretch's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

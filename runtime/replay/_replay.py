@@ -364,6 +364,7 @@ def activate_workflow(sandbox: SandboxRunner, activation: WorkflowActivation) ->
             host_calls=raw.host_calls,
             duration_s=raw.duration_s,
             logs=raw.logs,
+            continued=raw.continued,
         ),
         reactivate=reactivate,
     )

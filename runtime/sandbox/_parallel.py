@@ -74,6 +74,10 @@ class ParallelSandbox:
                 self.in_children += 1
             return self._overflow.run(request)
 
+    def live_runs(self) -> int:
+        """Live workflow instances parked in process (0 without sticky instances)."""
+        return self._inline.live_runs() if isinstance(self._inline, StickySandbox) else 0
+
     def close(self) -> None:
         """Stop the waiting children (and unwind live instances)."""
         if isinstance(self._inline, StickySandbox):

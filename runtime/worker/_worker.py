@@ -453,8 +453,9 @@ class Worker:
         if step is None:
             step = activate_workflow(self._sandbox, self._activation(task, task.digest, task.name))
         self.metrics.activation("workflow", step.stats.duration_s, step.stats.fuel_used)
-        self.metrics.replayed(len(task.events))
+        self.metrics.replayed(len(task.events), continued=step.stats.continued)
         span.set_attribute("amber.step", step.first_new_cmd)
+        span.set_attribute("amber.continued", step.stats.continued)
         span.set_attribute("amber.fuel_used", step.stats.fuel_used)
         span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)
         done = replace(
@@ -541,7 +542,7 @@ class Worker:
                 self._copies.drop(task.run_id)
                 return None
             self.metrics.activation("workflow", step.stats.duration_s, step.stats.fuel_used)
-            self.metrics.replayed(len(activation.events))
+            self.metrics.replayed(len(activation.events), continued=step.stats.continued)
             span.set_attribute("amber.step", step.first_new_cmd)
             span.set_attribute("amber.fuel_used", step.stats.fuel_used)
             span.set_attribute("amber.memory_bytes", step.stats.memory_bytes)

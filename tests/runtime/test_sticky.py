@@ -248,6 +248,7 @@ def test_runs_complete_through_the_server_on_live_instances(
     )  # fmt: skip
     assert isinstance(runner, StickySandbox)
     worker = Worker(srv.client, runner, WorkerSettings(worker_id="sticky", poll_wait_s=0.2))
+    worker.metrics.watch_live(runner.live_runs)
     try:
         with serving(worker):
             ids = [f"S-{i}" for i in range(4)]
@@ -271,6 +272,9 @@ def test_runs_complete_through_the_server_on_live_instances(
     assert [r.status for r in ended] == [RunStatus.COMPLETED] * 3 + [RunStatus.CANCELLED]
     assert all(decode(r.result)["signed_by"] == "Ann" for r in ended[:3])
     assert runner.hits >= 4 and runner.restarts == 0
+    metrics = worker.metrics.registry
+    assert metrics.get_sample_value("amber_worker_continued_activations_total") == runner.hits
+    assert metrics.get_sample_value("amber_worker_live_instances") == 0  # all closed
 
 
 def _waits_for_signal(srv: InProcessServer, run_id: str) -> bool:
