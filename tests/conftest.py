@@ -51,6 +51,7 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "hostile": (ROOT / "tests" / "guests" / "hostile.c", {}),
     "exiter": (ROOT / "tests" / "guests" / "exiter.c", {}),
     "recursion": (ROOT / "tests" / "guests" / "recursion.c", {}),
+    "sticky": (ROOT / "tests" / "guests" / "sticky.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
     **{
         f"rollout_v{v}": (ROOT / "abi" / "samples" / "rollout.c", {"ROLLOUT_V": str(v)})

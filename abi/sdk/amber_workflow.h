@@ -227,7 +227,20 @@ AMBER__FN void amber__wf_refresh(amber_wf *wf, int32_t ptr, int32_t len) {
     }
     if (r.error || !have_results) __builtin_trap();
     if (wf->has_recorded && wf->nslots > wf->recorded) __builtin_trap();
-    if (wf->newest_seq != newest) wf->caught_up = false; /* a newer entry not consumed yet */
+    if (wf->newest_seq == newest) return;
+    /* A newer entry, not consumed yet — unless it is the marker of a now, random or patched
+     * command this instance issued before it waited (recorded since): a replay from the top
+     * reads that marker on its way here, and so has caught up with it. */
+    wf->caught_up = false;
+    for (uint32_t i = 0; i < wf->ncmds && i < wf->nslots; i++) {
+        uint8_t kind = wf->cmds[i].kind;
+        bool marker = kind == AMBER__CMD_NOW || kind == AMBER__CMD_RANDOM ||
+                      kind == AMBER__CMD_PATCHED;
+        if (marker && wf->slots[i].present && wf->slots[i].seq == wf->newest_seq) {
+            wf->caught_up = true;
+            return;
+        }
+    }
 }
 
 /* ---- replay state ------------------------------------------------------------------------ */

@@ -28,6 +28,7 @@ from types import TracebackType
 from amber.runtime.model import Clock
 
 from ._engine import SandboxEngine
+from ._host import ActivationKind
 from ._http import HttpPolicy
 from ._isolated import IsolatedSandbox
 from ._sandbox import ActivationRequest, RawOutput, Sandbox
@@ -72,6 +73,13 @@ class ParallelSandbox:
                     self._inline_free.release()
             with self._counting:
                 self.in_children += 1
+            inline = self._inline
+            workflow = request.kind is ActivationKind.WORKFLOW and not request.query
+            if workflow and isinstance(inline, StickySandbox):
+                # The run moves on without its live instance, which would fall behind; and an
+                # activation sent here to be replayed from the top (`fresh`) must not leave the
+                # instance that needed it behind.
+                inline.forget(request.run_id)
             return self._overflow.run(request)
 
     def live_runs(self) -> int:

@@ -43,7 +43,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Final
 
@@ -140,15 +140,6 @@ def _soon_resumed(issued: Sequence[Any], seen: _Seen) -> bool:
     answered = {result[0] for result in seen.results if result}
     return any(c[0] in _SOON and i not in answered for i, c in enumerate(issued))
 
-    def continued_by(self, later: _Seen) -> bool:
-        """Whether `later` only adds to what this input said (history grew, nothing else)."""
-        n = len(self.results)
-        return (
-            len(later.results) >= n
-            and later.results[:n] == self.results
-            and (self.cancel is None or later.cancel == self.cancel)
-        )
-
 
 class _Live:
     """One run's instance, on a thread of its own, parked inside `await_next` between
@@ -164,6 +155,12 @@ class _Live:
         """The commands of its last output: what it has issued so far."""
         self.used_at = time.monotonic()
         self.memory_bytes = 0
+        self.fuel_spent = 0
+        """Fuel of every stretch so far: at least what a replay from the top to here costs
+        (each stretch reads its whole input again), so a stretch gets only what is left of the
+        activation's budget, and never succeeds where that replay would run out."""
+        self.seconds_spent = 0.0
+        """Guest time of every stretch so far, likewise against the deadline."""
         self._sandbox = sandbox
         self._lock = lock
         self._cv = threading.Condition()
@@ -206,7 +203,19 @@ class _Live:
         if isinstance(answer, BaseException):
             raise answer
         self.memory_bytes = answer.memory_bytes
+        self.fuel_spent += answer.fuel_used
+        self.seconds_spent += answer.duration_s
         return answer, parked
+
+    def left_of(self, request: ActivationRequest) -> ActivationRequest | None:
+        """`request` with the budget its stretch may still use (None: nothing left, so a
+        replay from the top must decide)."""
+        limits = request.limits
+        fuel = limits.fuel - self.fuel_spent
+        seconds = limits.deadline_s - self.seconds_spent
+        if fuel <= 0 or seconds <= 0:
+            return None
+        return replace(request, limits=replace(limits, fuel=fuel, deadline_s=seconds))
 
     def _main(self, request: ActivationRequest) -> None:
         try:
@@ -276,6 +285,7 @@ class StickySandbox:
         self._keep_long_waits = keep_long_waits
         self._live: OrderedDict[str, _Live] = OrderedDict()
         self._guard = threading.Lock()
+        self._closed = False
         self.hits = 0
         """Activations a live instance went on with."""
         self.misses = 0
@@ -312,15 +322,24 @@ class StickySandbox:
                 self._drop(live)
             return self._sandbox.run(request)
         if live is not None:
-            if live.digest == request.digest and live.seen.continued_by(seen, live.issued):
+            stretch = live.left_of(request)
+            if (
+                stretch is not None
+                and live.digest == request.digest
+                and live.seen.continued_by(seen, live.issued)
+            ):
                 try:
-                    raw, parked = live.resume(request, seen)
+                    raw, parked = live.resume(stretch, seen)
                 except GuestFault:
-                    # The reference path records the failure: its reason, fuel and memory are
-                    # what a replay of the bundle reproduces.
+                    # The reference path decides: its reason, fuel and memory are what a
+                    # replay of the bundle reproduces (a stretch that ran out of what was left
+                    # of the budget may well succeed there).
                     with self._guard:
                         self.restarts += 1
                     return self._sandbox.run(request)
+                except BaseException:
+                    live.evict()  # interrupted while it ran: nobody else will
+                    raise
                 with self._guard:
                     self.hits += 1
                 self._keep(live, parked, raw)
@@ -329,13 +348,27 @@ class StickySandbox:
         with self._guard:
             self.misses += 1
         live = _Live(self._sandbox, self._lock, request, seen)
-        raw, parked = live.first()  # a fault here is the reference path's own
+        try:
+            raw, parked = live.first()  # a fault here is the reference path's own
+        except GuestFault:
+            raise
+        except BaseException:
+            live.evict()
+            raise
         self._keep(live, parked, raw)
         return raw
 
+    def forget(self, run_id: str) -> None:
+        """Drop the run's live instance, if any (its activation is about to run elsewhere: a
+        child process, so this one would fall behind)."""
+        live = self._take(run_id)
+        if live is not None:
+            self._drop(live)
+
     def close(self) -> None:
-        """Unwind every live instance."""
+        """Unwind every live instance (and any an activation still running would keep)."""
         with self._guard:
+            self._closed = True
             live, self._live = list(self._live.values()), OrderedDict()
         for one in live:
             one.evict()
@@ -381,12 +414,15 @@ class StickySandbox:
         live.issued = issued
         evicted: list[_Live] = []
         with self._guard:
-            replaced = self._live.pop(live.run_id, None)
-            self._live[live.run_id] = live
-            while len(self._live) > self._runs:
-                evicted.append(self._live.popitem(last=False)[1])
-        if replaced is not None:
-            evicted.append(replaced)
+            if self._closed:  # closed while this activation ran
+                evicted.append(live)
+            else:
+                replaced = self._live.pop(live.run_id, None)
+                if replaced is not None:
+                    evicted.append(replaced)
+                self._live[live.run_id] = live
+                while len(self._live) > self._runs:
+                    evicted.append(self._live.popitem(last=False)[1])
         for one in evicted:
             self._drop(one)
 

@@ -13,8 +13,18 @@ from dataclasses import replace
 
 import pytest
 
-from amber.abi import AwaitSignal, RecordNow
-from amber.history import Event, EventType, MarkerRecorded, RunStatus, SignalAwaited
+from amber.abi import AwaitSignal, RecordNow, pack
+from amber.history import (
+    ActivityScheduled,
+    Event,
+    EventType,
+    MarkerRecorded,
+    Payload,
+    RunStarted,
+    RunStatus,
+    SignalAwaited,
+    SignalReceived,
+)
 from amber.runtime.client._client import decode
 from amber.runtime.model import ManualClock, OutOfFuel, SystemClock
 from amber.runtime.model._clock import from_ms
@@ -163,6 +173,68 @@ def test_an_instance_goes_on_when_history_recorded_its_own_readings(
     assert went_on == replace(activate_workflow(plain, again), stats=went_on.stats)
 
 
+def test_a_stretch_gets_only_what_is_left_of_the_activation_s_budget(
+    sticky: StickySandbox, plain: Sandbox
+) -> None:
+    # A stretch does not pay for the prefix a replay from the top pays for. Given the whole
+    # budget each time, a live instance would go on where that replay runs out of fuel, and
+    # the run's fate would depend on whether its instance happened to be live.
+    history = _history()
+    limits = LIMITS
+    first = activate_workflow(sticky, _activation(history[:2], limits=limits))
+    needed = activate_workflow(plain, _activation(history[:3], limits=limits)).stats.fuel_used
+    tight = replace(limits, fuel=(first.stats.fuel_used + needed) // 2)  # the top runs out
+    assert first.stats.fuel_used < tight.fuel  # but the first stretch fitted
+    with pytest.raises(OutOfFuel) as from_the_top:
+        activate_workflow(plain, _activation(history[:3], limits=tight))
+    with pytest.raises(OutOfFuel) as on_the_way:
+        activate_workflow(sticky, _activation(history[:3], limits=tight))
+    assert sticky.restarts == 1  # it ran out of what was left, and the reference decided
+    assert on_the_way.value.fuel_used == from_the_top.value.fuel_used
+
+
+def test_a_marker_recorded_since_the_wait_counts_as_read_as_it_does_from_the_top(
+    sticky: StickySandbox, plain: Sandbox, modules: dict[str, bytes]
+) -> None:
+    # probe_wait schedules an activity, waits for a signal that is already buffered and reads
+    # the clock; its report makes the clock's marker the newest entry. From the top, the
+    # replay reads that marker before the await, so the log line after it is not a replay's
+    # and is written; going on from the await must write it too.
+    digest = hashlib.sha256(modules["sticky"]).hexdigest()
+    run, at, given = "run-probe", from_ms(1_767_225_600_000), pack({"k": 1})
+
+    def event(seq: int, payload: Payload) -> Event:
+        return Event.of(run_id=run, seq=seq, payload=payload, digest=digest, created_at=at)
+
+    history = [
+        event(1, RunStarted(workflow_type="probe_wait", workflow_id="w", tenant="t", input=given)),
+        event(2, SignalReceived(name="x", payload=pack("sig"))),
+    ]
+
+    def activation() -> WorkflowActivation:
+        return WorkflowActivation(
+            run_id=run,
+            workflow_type="probe_wait",
+            digest=digest,
+            input=given,
+            events=tuple(history),
+            limits=LIMITS,
+        )
+
+    first = activate_workflow(sticky, activation())
+    [now] = [c for c in first.new_commands if isinstance(c, RecordNow)]
+    history += [
+        event(3, ActivityScheduled(cmd=0, name="echo", args=given)),
+        event(4, SignalAwaited(cmd=1, name="x")),
+        event(5, MarkerRecorded(cmd=2, kind="now", value=now.value)),
+    ]
+    went_on = activate_workflow(sticky, activation())
+    assert went_on.stats.continued and sticky.hits == 1
+    expected = activate_workflow(plain, activation())
+    assert went_on.stats.logs == expected.stats.logs == ((1, "after the first await"),)
+    assert went_on == replace(expected, stats=went_on.stats)
+
+
 def test_a_query_never_moves_the_live_instance(sticky: StickySandbox) -> None:
     history = _history()
     activate_workflow(sticky, _activation(history[:3]))
@@ -176,8 +248,10 @@ def test_a_fault_on_the_way_is_recorded_as_a_replay_from_the_top_records_it(
     sticky: StickySandbox, plain: Sandbox
 ) -> None:
     history = _history()
-    activate_workflow(sticky, _activation(history[:2]))
-    starved = replace(LIMITS, fuel=2_000)  # enough for nothing: the stretch runs out of fuel
+    first = activate_workflow(sticky, _activation(history[:2]))
+    # What is left for the next stretch is 100 units: it runs out of fuel on the way, and so
+    # does the replay from the top that then decides.
+    starved = replace(LIMITS, fuel=first.stats.fuel_used + 100)
     with pytest.raises(OutOfFuel) as on_the_way:
         activate_workflow(sticky, _activation(history[:3], limits=starved))
     with pytest.raises(OutOfFuel) as from_the_top:
@@ -185,6 +259,20 @@ def test_a_fault_on_the_way_is_recorded_as_a_replay_from_the_top_records_it(
     assert sticky.restarts == 1 and sticky.live_runs() == 0
     assert on_the_way.value.fuel_used == from_the_top.value.fuel_used
     assert on_the_way.value.step == from_the_top.value.step
+
+
+def test_an_instance_that_spent_the_budget_is_replaced_by_a_replay_from_the_top(
+    sticky: StickySandbox, plain: Sandbox
+) -> None:
+    history = _history()
+    first = activate_workflow(sticky, _activation(history[:2]))
+    spent = replace(LIMITS, fuel=first.stats.fuel_used)  # nothing left for a stretch
+    with pytest.raises(OutOfFuel) as replayed:
+        activate_workflow(sticky, _activation(history[:3], limits=spent))
+    with pytest.raises(OutOfFuel) as from_the_top:
+        activate_workflow(plain, _activation(history[:3], limits=spent))
+    assert (sticky.hits, sticky.misses, sticky.restarts) == (0, 2, 0)
+    assert replayed.value.fuel_used == from_the_top.value.fuel_used
 
 
 def test_a_new_module_version_drops_the_live_instance(
