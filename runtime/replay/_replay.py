@@ -332,10 +332,15 @@ def _checked(
     return outcome, new_commands
 
 
-def activate_workflow(sandbox: SandboxRunner, activation: WorkflowActivation) -> WorkflowStep:
-    """Replay the run through its module and return what to append. Raises `GuestFault`s."""
+def activate_workflow(
+    sandbox: SandboxRunner, activation: WorkflowActivation, *, fresh: bool = False
+) -> WorkflowStep:
+    """Replay the run through its module and return what to append. Raises `GuestFault`s.
+
+    `fresh`: from the top in a new instance even where the run's live instance could go on
+    (a version check: it must neither use nor leave a live instance of the run)."""
     projection = project(activation.events)
-    raw = _run(sandbox, activation, projection, None)
+    raw = _run(sandbox, activation, projection, None, fresh=fresh)
     first_new = len(projection.commands)
     try:  # the guest ran: whatever is refused now is recorded with what it used, and where
         outcome, new_commands = _checked(sandbox, activation, projection, raw)

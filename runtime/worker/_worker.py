@@ -425,7 +425,7 @@ class Worker:
         activation = self._activation(task, task.digest, task.args.decode())
         verdict: dict[str, Any] = {"checked_seq": task.events[-1].seq if task.events else 0}
         try:
-            activate_workflow(self._sandbox, activation)
+            activate_workflow(self._sandbox, activation, fresh=True)  # not the run's own step
             verdict["verdict"] = "compatible"
         except NonDeterminism as fault:
             verdict.update(

@@ -235,6 +235,20 @@ def test_a_marker_recorded_since_the_wait_counts_as_read_as_it_does_from_the_top
     assert went_on == replace(expected, stats=went_on.stats)
 
 
+def test_a_fresh_activation_neither_uses_nor_leaves_a_live_instance(
+    sticky: StickySandbox,
+) -> None:
+    # What a version check asks for: replaying a run on a candidate version must not go on in
+    # the run's live instance, nor park one of the candidate's in the cache.
+    history = _history()
+    activate_workflow(sticky, _activation(history[:2]), fresh=True)
+    assert (sticky.live_runs(), sticky.hits, sticky.misses) == (0, 0, 0)
+    activate_workflow(sticky, _activation(history[:2]))
+    assert sticky.live_runs() == 1
+    activate_workflow(sticky, _activation(history[:3]), fresh=True)
+    assert sticky.live_runs() == 0 and sticky.hits == 0
+
+
 def test_a_query_never_moves_the_live_instance(sticky: StickySandbox) -> None:
     history = _history()
     activate_workflow(sticky, _activation(history[:3]))
