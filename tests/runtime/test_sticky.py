@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from amber.abi import AwaitSignal, RecordNow, pack
+from amber.abi import ActivityInput, AwaitSignal, RecordNow, pack
 from amber.history import (
     ActivityScheduled,
     Event,
@@ -28,12 +29,14 @@ from amber.history import (
 from amber.runtime.client._client import decode
 from amber.runtime.model import ManualClock, OutOfFuel, SystemClock
 from amber.runtime.model._clock import from_ms
+from amber.runtime.replay import ActivityAttempt, run_activity
 from amber.runtime.replay._replay import (
     WorkflowActivation,
     activate_workflow,
     answer_query,
 )
 from amber.runtime.sandbox import (
+    ParallelSandbox,
     Sandbox,
     SandboxEngine,
     SandboxLimits,
@@ -389,3 +392,48 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 20.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_a_run_whose_activation_goes_to_a_child_forgets_its_live_instance(
+    modules: dict[str, bytes], plain: Sandbox, tmp_path: Path
+) -> None:
+    # With parallel guests, an activation runs in a child process when the in-process sandbox
+    # is busy. The run then moves on without its live instance, which must not be left behind
+    # (it would fall behind; and a replay from the top sent there after a fault must not leave
+    # the instance that needed it).
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    clock = ManualClock(from_ms(1_767_225_600_000))
+    engine = SandboxEngine(tmp_path / "artifacts")
+    runner = guest_runner(
+        engine, clock, by_digest.__getitem__,
+        artifact_dir=tmp_path / "artifacts", guests=2, sticky_runs=8,
+    )  # fmt: skip
+    assert isinstance(runner, ParallelSandbox)
+    history = _history()
+    hostile = hashlib.sha256(modules["hostile"]).hexdigest()
+    nap = ActivityAttempt(
+        digest=hostile,
+        cmd=0,
+        input=ActivityInput(
+            run_id="napper",
+            activity="nap_briefly",
+            args=pack(None),
+            attempt=1,
+            idempotency_key="napper/0",
+            deadline_ms=0,
+        ),
+        limits=SandboxLimits(deadline_s=10.0),
+    )
+    try:
+        activate_workflow(runner, _activation(history[:2]))  # in process: its instance waits
+        assert runner.live_runs() == 1
+        napping = threading.Thread(target=run_activity, args=(runner, nap))
+        napping.start()  # holds the in-process sandbox for 3 s
+        time.sleep(0.5)
+        step = activate_workflow(runner, _activation(history[:3]))  # so this goes to a child
+        napping.join()
+        assert runner.in_children >= 1 and runner.live_runs() == 0
+        assert step == replace(activate_workflow(plain, _activation(history[:3])), stats=step.stats)
+    finally:
+        runner.close()
+        engine.close()
