@@ -195,8 +195,13 @@ class _Live:
 
     def _wait_answer(self) -> tuple[RawOutput, bool]:
         with self._cv:
-            while self._answer is None:
-                self._cv.wait()
+            try:
+                while self._answer is None:
+                    self._cv.wait()
+            except BaseException:  # the caller was interrupted: nobody else will unwind it
+                self._evict = True
+                self._cv.notify_all()
+                raise
             answer, self._answer = self._answer, None
             parked = self._parked
         self.used_at = time.monotonic()
@@ -328,33 +333,30 @@ class StickySandbox:
                 and live.digest == request.digest
                 and live.seen.continued_by(seen, live.issued)
             ):
-                try:
-                    raw, parked = live.resume(stretch, seen)
-                except GuestFault:
-                    # The reference path decides: its reason, fuel and memory are what a
-                    # replay of the bundle reproduces (a stretch that ran out of what was left
-                    # of the budget may well succeed there).
-                    with self._guard:
-                        self.restarts += 1
-                    return self._sandbox.run(request)
-                except BaseException:
-                    live.evict()  # interrupted while it ran: nobody else will
-                    raise
-                with self._guard:
-                    self.hits += 1
-                self._keep(live, parked, raw)
-                return raw
+                return self._go_on(live, stretch, request, seen)
             self._drop(live)
         with self._guard:
             self.misses += 1
         live = _Live(self._sandbox, self._lock, request, seen)
+        raw, parked = live.first()  # a fault here is the reference path's own
+        self._keep(live, parked, raw)
+        return raw
+
+    def _go_on(
+        self, live: _Live, stretch: ActivationRequest, request: ActivationRequest, seen: _Seen
+    ) -> RawOutput:
+        """Hand `stretch` (`request` within what is left of its budget) to the run's live
+        instance; on a fault, the reference path decides."""
         try:
-            raw, parked = live.first()  # a fault here is the reference path's own
+            raw, parked = live.resume(stretch, seen)
         except GuestFault:
-            raise
-        except BaseException:
-            live.evict()
-            raise
+            # Its reason, fuel and memory are what a replay of the bundle reproduces (and a
+            # stretch that ran out of what was left of the budget may well succeed there).
+            with self._guard:
+                self.restarts += 1
+            return self._sandbox.run(request)
+        with self._guard:
+            self.hits += 1
         self._keep(live, parked, raw)
         return raw
 
