@@ -52,7 +52,14 @@ from amber.abi import (
     encode_activity_input,
     pack,
 )
-from amber.history import ActivityCompleted, ActivityScheduled, Event, Payload, RunStarted
+from amber.history import (
+    ActivityCompleted,
+    ActivityScheduled,
+    Event,
+    EventType,
+    Payload,
+    RunStarted,
+)
 from amber.runtime.client import decode
 from amber.runtime.model import SystemClock, idempotency_key, to_ms
 from amber.runtime.replay import (
@@ -468,7 +475,10 @@ def _stepwise_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
     the top in a fresh instance and once on a live instance (`StickySandbox`) going on from its
     last wait. Per activation, as `activate_workflow` sees it (envelope, sandbox, checks)."""
     events = _chain_history(chain)
-    cuts = [n for n in range(2, len(events) + 1) if events[n - 1].type.value != "ActivityScheduled"]
+    # After each result: where a worker activates the workflow.
+    cuts = [
+        n for n in range(2, len(events) + 1) if events[n - 1].type is EventType.ACTIVITY_COMPLETED
+    ]
     clock = SystemClock()
     fresh = Sandbox(chain.engine, clock, _no_fetch)
     sticky = StickySandbox(Sandbox(chain.engine, clock, _no_fetch), chain.engine.activation_lock)

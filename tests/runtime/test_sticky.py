@@ -71,7 +71,7 @@ def _history() -> tuple[Event, ...]:
 def _activation(events: tuple[Event, ...], **changes: object) -> WorkflowActivation:
     activation = WorkflowActivation(
         run_id=events[0].run_id,
-        workflow_type="shipment",
+        workflow_type=wire_map(events[0])["workflow_type"],
         digest=events[0].digest,
         input=wire_map(events[0])["input"],
         events=events,
@@ -131,14 +131,9 @@ def test_an_instance_whose_clock_readings_history_does_not_hold_is_not_continued
     # was refused and another worker's activation was recorded). Going on would keep the
     # readings history does not hold: the run replays from the top instead.
     history = load_golden("chatty_warned")
-    digest = history[0].digest
-
-    def chatty(events: tuple[Event, ...]) -> WorkflowActivation:
-        return replace(_activation(events, digest=digest), workflow_type="chatty")
-
-    activate_workflow(sticky, chatty(history[:1]))
+    activate_workflow(sticky, _activation(history[:1]))
     assert sticky.live_runs() == 1
-    later = chatty(history[:-1])
+    later = _activation(history[:-1])
     step = activate_workflow(sticky, later)
     assert (sticky.hits, sticky.misses) == (0, 2)
     assert step == replace(activate_workflow(plain, later), stats=step.stats)
@@ -148,8 +143,7 @@ def test_an_instance_goes_on_when_history_recorded_its_own_readings(
     sticky: StickySandbox, plain: Sandbox
 ) -> None:
     history = load_golden("chatty_warned")
-    digest = history[0].digest
-    first = replace(_activation(history[:1], digest=digest), workflow_type="chatty")
+    first = _activation(history[:1])
     step = activate_workflow(sticky, first)
     # Record what the instance issued, as the server would on its report.
     payloads = [
@@ -165,7 +159,7 @@ def test_an_instance_goes_on_when_history_recorded_its_own_readings(
             run_id=history[0].run_id,
             seq=2 + i,
             payload=payload,
-            digest=digest,
+            digest=history[0].digest,
             created_at=history[0].created_at,
         )
         for i, payload in enumerate(payloads)
@@ -429,7 +423,7 @@ def test_a_run_whose_activation_goes_to_a_child_forgets_its_live_instance(
         assert runner.live_runs() == 1
         napping = threading.Thread(target=run_activity, args=(runner, nap))
         napping.start()  # holds the in-process sandbox for 3 s
-        time.sleep(0.5)
+        _wait(engine.activation_lock.locked)
         step = activate_workflow(runner, _activation(history[:3]))  # so this goes to a child
         napping.join()
         assert runner.in_children >= 1 and runner.live_runs() == 0

@@ -40,6 +40,12 @@ def _start_chains(srv: InProcessServer, modules: dict[str, bytes], n: int, k: in
     return [srv.client.start_run("chain", {"k": k, "value": 0}).run.run_id for _ in range(n)]
 
 
+def _proxy_in_front_of(srv: InProcessServer) -> PgProxy:
+    """The TCP proxy of the database outage tests (it forwards any TCP), before the server's
+    gRPC port: a test can cut or silence the worker's connections."""
+    return PgProxy(("127.0.0.1", int(srv.target.rsplit(":", 1)[1])))
+
+
 def _lease_all(client: AmberClient, n: int) -> list[LeasedTask]:
     tasks = []
     for _ in range(n):
@@ -177,7 +183,7 @@ def test_a_server_that_vanishes_without_closing_its_connections_is_left_behind(
     monkeypatch.setattr(client_calls, "GRPC_OPTIONS", quick)
     srv = make_server()
     first = _start_chains(srv, modules, 2, k=2)
-    proxy = PgProxy(("127.0.0.1", int(srv.target.rsplit(":", 1)[1])))
+    proxy = _proxy_in_front_of(srv)
     client = AmberClient(f"127.0.0.1:{proxy.port}", timeout_s=3600)
     settings = WorkerSettings(worker_id="stranded", slots=4, poll_wait_s=0.5, streams=1)
     try:
@@ -205,8 +211,7 @@ def test_a_stream_cut_while_a_batch_is_at_the_server_loses_and_duplicates_nothin
 ) -> None:
     srv = make_server()
     runs = _start_chains(srv, modules, 8, k=3)
-    port = int(srv.target.rsplit(":", 1)[1])
-    proxy = PgProxy(("127.0.0.1", port))  # any TCP: here, in front of the gRPC server
+    proxy = _proxy_in_front_of(srv)
     client = AmberClient(f"127.0.0.1:{proxy.port}", timeout_s=20)
     cut_groups: list[int] = []
     real = srv.server.tasks.record_group
