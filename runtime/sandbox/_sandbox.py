@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Protocol
 
 import wasmtime
@@ -172,12 +172,22 @@ def fresh_store(engine: wasmtime.Engine, limits: SandboxLimits) -> wasmtime.Stor
         tables=1,
         memories=1,
     )
-    store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
+    store.set_epoch_deadline(_deadline_ticks(limits))
     return store
 
 
+def _deadline_ticks(limits: SandboxLimits) -> int:
+    return max(1, round(limits.deadline_s / EPOCH_TICK_S))
+
+
 def _output(
-    envelope: bytes, suspended: bool, state: HostCalls, usage: _Usage, started: float
+    envelope: bytes,
+    suspended: bool,
+    state: HostCalls,
+    usage: _Usage,
+    started: float,
+    *,
+    continued: bool = False,
 ) -> RawOutput:
     return RawOutput(
         envelope=envelope,
@@ -189,6 +199,7 @@ def _output(
         host_calls=state.calls,
         duration_s=time.monotonic() - started,
         published=dict(state.published),
+        continued=continued,
     )
 
 
@@ -206,8 +217,9 @@ class _Slice:
     """It went on from a wait (not the instance's first stretch)."""
 
     def output(self, envelope: bytes, *, suspended: bool) -> RawOutput:
-        raw = _output(envelope, suspended, self.state, self.usage, self.started)
-        return replace(raw, continued=True) if self.continued else raw
+        return _output(
+            envelope, suspended, self.state, self.usage, self.started, continued=self.continued
+        )
 
     def pause(self) -> None:
         """The guest waits: host calls route nowhere until `resume`."""
@@ -229,7 +241,7 @@ class _Slice:
         state.observer = request.observer
         store = self.usage.store
         store.set_fuel(limits.fuel)
-        store.set_epoch_deadline(max(1, round(limits.deadline_s / EPOCH_TICK_S)))
+        store.set_epoch_deadline(_deadline_ticks(limits))
         self.usage.fuel = limits.fuel
         self.host.activate(state)
         return request.input
