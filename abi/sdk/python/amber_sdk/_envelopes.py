@@ -1,0 +1,232 @@
+"""The ABI's envelopes: reading the host's input, writing the guest's output.
+
+The checks mirror the C SDK's (`amber__wf_begin`, `amber__act_begin`): a malformed envelope
+from the host is the host's bug, so it raises `ValueError` and the activation traps. Unknown
+keys are skipped. Output maps are written with their keys in the C SDK's order ("status",
+"commands", then "result" and/or "error").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from . import _msgpack
+from ._commands import Command
+
+__all__ = [
+    "ABI_VERSION",
+    "ActivityInput",
+    "CancelRequest",
+    "Recorded",
+    "WorkflowInput",
+    "WorkflowStatus",
+    "activity_completed",
+    "activity_failed",
+    "parse_activity_input",
+    "parse_workflow_input",
+    "workflow_output",
+]
+
+ABI_VERSION = 1
+_MAX_INDEX = 1 << 24  # the C SDK's bound on command indices and `recorded`
+
+
+class WorkflowStatus(StrEnum):
+    """How a workflow activation ended (the output envelope's "status")."""
+
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    CONTINUE_AS_NEW = "continue_as_new"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """A command's result as history recorded it."""
+
+    seq: int
+    """Delivery seq: the history position the host recorded it at."""
+    ok: bool
+    """Status 0; False for status 1, an error `[type, message]`."""
+    value: Any
+    """The decoded value: bin for payloads and random, int for now, str for patched, nil."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelRequest:
+    """The input's "cancel": the run was asked to stop at history position `seq`."""
+
+    seq: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowInput:
+    """A workflow activation's input envelope."""
+
+    run_id: str
+    workflow: str
+    input: bytes
+    """The run's input payload (msgpack)."""
+    results: Mapping[int, Recorded]
+    """Recorded results by command index."""
+    recorded: int | None
+    """How many commands history holds; None from a host that predates patch markers."""
+    cancel: CancelRequest | None
+    query: str | None
+    """The query this activation answers, if it only answers one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActivityInput:
+    """An activity attempt's input envelope."""
+
+    run_id: str
+    activity: str
+    args: bytes
+    attempt: int
+    idempotency_key: str
+    deadline_ms: int
+    heartbeat_details: bytes | None
+    """What an earlier attempt last heartbeated (msgpack); None when nothing."""
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+
+def _envelope(data: bytes, what: str) -> dict[str, Any]:
+    doc = _msgpack.decode(data)
+    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+        raise ValueError(f"{what}: the envelope must be a map with string keys")
+    abi = doc.get("abi", ABI_VERSION)
+    if not _is_int(abi) or abi != ABI_VERSION:
+        raise ValueError(f"{what}: abi {abi!r} is not {ABI_VERSION}")
+    return doc
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _get(doc: Mapping[str, Any], key: str, kind: type, default: Any, what: str) -> Any:
+    if key not in doc:
+        return default
+    value = doc[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{what}: {key!r} must be {kind.__name__}, not {type(value).__name__}")
+    return value
+
+
+def _result(item: object, what: str) -> tuple[int, Recorded]:
+    if not isinstance(item, list) or len(item) != 4:
+        raise ValueError(f"{what}: a result must be [cmd, seq, status, value]")
+    cmd, seq, status, value = item
+    if not _is_int(cmd) or not 0 <= cmd < _MAX_INDEX:
+        raise ValueError(f"{what}: result cmd {cmd!r} out of range")
+    if not _is_int(seq) or seq < 0:
+        raise ValueError(f"{what}: result seq {seq!r} must be an int >= 0")
+    if status not in (0, 1) or isinstance(status, bool):
+        raise ValueError(f"{what}: result status {status!r} must be 0 or 1")
+    return cmd, Recorded(seq=seq, ok=status == 0, value=value)
+
+
+def _results(items: object, what: str) -> dict[int, Recorded]:
+    if not isinstance(items, list):
+        raise ValueError(f"{what}: 'results' must be an array")
+    out: dict[int, Recorded] = {}
+    for item in items:
+        cmd, recorded = _result(item, what)
+        if cmd in out:
+            raise ValueError(f"{what}: two results for command {cmd}")
+        out[cmd] = recorded
+    return out
+
+
+def _cancel(value: object, what: str) -> CancelRequest:
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or not _is_int(value[0])
+        or value[0] < 0
+        or not isinstance(value[1], str)
+    ):
+        raise ValueError(f"{what}: 'cancel' must be [seq, reason]")
+    return CancelRequest(seq=value[0], reason=value[1])
+
+
+def parse_workflow_input(data: bytes) -> WorkflowInput:
+    """Read a workflow activation's input envelope."""
+    what = "workflow input"
+    doc = _envelope(data, what)
+    if "input" not in doc or "results" not in doc:
+        raise ValueError(f"{what}: 'input' and 'results' are required")
+    results = _results(doc["results"], what)
+    recorded = _get(doc, "recorded", int, None, what)
+    if recorded is not None:
+        if not 0 <= recorded <= _MAX_INDEX:
+            raise ValueError(f"{what}: 'recorded' {recorded} out of range")
+        if any(cmd >= recorded for cmd in results):
+            raise ValueError(f"{what}: a result for a command beyond 'recorded' ({recorded})")
+    cancel = _cancel(doc["cancel"], what) if "cancel" in doc else None
+    return WorkflowInput(
+        run_id=_get(doc, "run_id", str, "", what),
+        workflow=_get(doc, "workflow", str, "", what),
+        input=_get(doc, "input", bytes, b"", what),
+        results=results,
+        recorded=recorded,
+        cancel=cancel,
+        query=_get(doc, "query", str, None, what),
+    )
+
+
+def parse_activity_input(data: bytes) -> ActivityInput:
+    """Read an activity attempt's input envelope."""
+    what = "activity input"
+    doc = _envelope(data, what)
+    if "args" not in doc:
+        raise ValueError(f"{what}: 'args' is required")
+    return ActivityInput(
+        run_id=_get(doc, "run_id", str, "", what),
+        activity=_get(doc, "activity", str, "", what),
+        args=_get(doc, "args", bytes, b"", what),
+        attempt=_get(doc, "attempt", int, 0, what),
+        idempotency_key=_get(doc, "idempotency_key", str, "", what),
+        deadline_ms=_get(doc, "deadline_ms", int, 0, what),
+        heartbeat_details=_get(doc, "heartbeat_details", bytes, None, what),
+    )
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+
+def workflow_output(
+    status: WorkflowStatus,
+    commands: Sequence[Command],
+    *,
+    result: bytes | None = None,
+    error: tuple[str, str] | None = None,
+) -> bytes:
+    """A workflow activation's output envelope: every command issued, from index 0."""
+    doc: dict[str, object] = {
+        "status": status.value,
+        "commands": [command.wire() for command in commands],
+    }
+    if result is not None:
+        doc["result"] = result
+    if error is not None:
+        doc["error"] = list(error)
+    return _msgpack.encode(doc)
+
+
+def activity_completed(result: bytes) -> bytes:
+    """An activity attempt's output: `{"status": "completed", "result": bin}`."""
+    return _msgpack.encode({"status": "completed", "result": result})
+
+
+def activity_failed(type: str, message: str, non_retryable: bool) -> bytes:
+    """An activity attempt's output: `{"status": "failed", "error": [type, message, bool]}`."""
+    return _msgpack.encode({"status": "failed", "error": [type, message, non_retryable]})

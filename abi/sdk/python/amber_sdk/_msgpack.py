@@ -1,0 +1,295 @@
+"""A strict msgpack codec in pure Python: the guest has the standard library only.
+
+It writes what msgpack-python writes with `use_bin_type=True` (the smallest encoding of every
+integer, length and count; `float` always as float64; `str` as str and `bytes` as bin) and what
+the C SDK writes, so the bytes of a command do not depend on which of them encoded it. Dict keys
+are written in insertion order, which keeps activity arguments byte-identical across replays.
+
+It reads everything msgpack defines except ext types, and refuses what a well-formed document
+cannot hold: truncated input, trailing bytes, the never-used byte 0xc1, invalid UTF-8, a map key
+that is a container, a key that repeats, nesting deeper than `MAX_DEPTH`. Each refusal is a
+`ValueError` naming the offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["MAX_DEPTH", "decode", "encode"]
+
+MAX_DEPTH = 128
+"""Deepest nesting of arrays and maps either direction accepts: each level costs the decoder a
+few Python frames, and this keeps a document far below the interpreter's recursion limit."""
+
+_U64_MAX = (1 << 64) - 1
+_I64_MIN = -(1 << 63)
+_U32_MAX = (1 << 32) - 1
+
+_HASHABLE_KEY = (str, int, float, bytes, bool, type(None))
+
+
+# ---- encoding ------------------------------------------------------------------------------
+
+
+def encode(value: object) -> bytes:
+    """The msgpack document of `value` (None, bool, int, float, str, bytes, list/tuple, dict)."""
+    out = bytearray()
+    _pack(value, out, 0)
+    return bytes(out)
+
+
+def _pack(value: object, out: bytearray, depth: int) -> None:
+    if value is None:
+        out.append(0xC0)
+    elif isinstance(value, bool):
+        out.append(0xC3 if value else 0xC2)
+    elif isinstance(value, int):
+        _pack_int(int(value), out)
+    elif isinstance(value, float):
+        out.append(0xCB)
+        out += struct.pack(">d", value)
+    elif isinstance(value, str):
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"msgpack: a str that is not valid Unicode: {exc}") from None
+        _pack_header(len(data), out, 0xA0, 31, 0xD9, 0xDA, 0xDB)
+        out += data
+    elif isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(value)
+        _pack_header(len(data), out, None, -1, 0xC4, 0xC5, 0xC6)
+        out += data
+    elif isinstance(value, list | tuple):
+        _check_depth(depth)
+        _pack_header(len(value), out, 0x90, 15, None, 0xDC, 0xDD)
+        for item in value:
+            _pack(item, out, depth + 1)
+    elif isinstance(value, dict):
+        _check_depth(depth)
+        _pack_header(len(value), out, 0x80, 15, None, 0xDE, 0xDF)
+        for key, item in value.items():
+            _pack(key, out, depth + 1)
+            _pack(item, out, depth + 1)
+    else:
+        raise TypeError(f"msgpack: cannot encode a value of type {type(value).__name__}")
+
+
+def _check_depth(depth: int) -> None:
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
+
+
+def _pack_int(v: int, out: bytearray) -> None:
+    if v >= 0:
+        if v <= 0x7F:
+            out.append(v)
+        elif v <= 0xFF:
+            out += bytes((0xCC, v))
+        elif v <= 0xFFFF:
+            out += b"\xcd" + v.to_bytes(2, "big")
+        elif v <= _U32_MAX:
+            out += b"\xce" + v.to_bytes(4, "big")
+        elif v <= _U64_MAX:
+            out += b"\xcf" + v.to_bytes(8, "big")
+        else:
+            raise ValueError(f"msgpack: integer {v} is above the uint64 range")
+    elif v >= -32:
+        out.append(v & 0xFF)
+    elif v >= -0x80:
+        out += b"\xd0" + v.to_bytes(1, "big", signed=True)
+    elif v >= -0x8000:
+        out += b"\xd1" + v.to_bytes(2, "big", signed=True)
+    elif v >= -0x8000_0000:
+        out += b"\xd2" + v.to_bytes(4, "big", signed=True)
+    elif v >= _I64_MIN:
+        out += b"\xd3" + v.to_bytes(8, "big", signed=True)
+    else:
+        raise ValueError(f"msgpack: integer {v} is below the int64 range")
+
+
+def _pack_header(
+    n: int,
+    out: bytearray,
+    fix: int | None,
+    fix_max: int,
+    m8: int | None,
+    m16: int,
+    m32: int,
+) -> None:
+    """A length or count: the fix form up to fix_max, then 8 (when the type has it), 16, 32 bits."""
+    if fix is not None and n <= fix_max:
+        out.append(fix | n)
+    elif m8 is not None and n <= 0xFF:
+        out += bytes((m8, n))
+    elif n <= 0xFFFF:
+        out += bytes((m16,)) + n.to_bytes(2, "big")
+    elif n <= _U32_MAX:
+        out += bytes((m32,)) + n.to_bytes(4, "big")
+    else:
+        raise ValueError(f"msgpack: length {n} is above the 32-bit limit")
+
+
+# ---- decoding ------------------------------------------------------------------------------
+
+
+def decode(data: bytes | bytearray | memoryview) -> Any:
+    """The value of one msgpack document that fills `data` exactly (bin decodes to `bytes`)."""
+    reader = _Reader(bytes(data))
+    value = reader.value(0)
+    if reader.pos != len(reader.data):
+        raise ValueError(
+            f"msgpack: {len(reader.data) - reader.pos} trailing bytes after the value "
+            f"(at offset {reader.pos})"
+        )
+    return value
+
+
+class _Reader:
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        start, end = self.pos, self.pos + n
+        if end > len(self.data):
+            raise ValueError(
+                f"msgpack: truncated input: {n} bytes needed at offset {start}, "
+                f"{len(self.data) - start} left"
+            )
+        self.pos = end
+        return self.data[start:end]
+
+    def uint(self, n: int) -> int:
+        return int.from_bytes(self.take(n), "big")
+
+    def value(self, depth: int) -> Any:
+        if self.pos >= len(self.data):
+            raise ValueError(f"msgpack: truncated input: a value expected at offset {self.pos}")
+        byte = self.data[self.pos]
+        self.pos += 1
+        return _DISPATCH[byte](self, byte, depth)
+
+    def text(self, n: int) -> str:
+        at = self.pos
+        raw = self.take(n)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"msgpack: the str at offset {at} is not valid UTF-8") from None
+
+    def array(self, n: int, depth: int) -> list[Any]:
+        self._room(n, depth)
+        return [self.value(depth + 1) for _ in range(n)]
+
+    def map(self, n: int, depth: int) -> dict[Any, Any]:
+        self._room(2 * n, depth)
+        out: dict[Any, Any] = {}
+        for _ in range(n):
+            at = self.pos
+            key = self.value(depth + 1)
+            if not isinstance(key, _HASHABLE_KEY):
+                raise ValueError(f"msgpack: a {type(key).__name__} map key at offset {at}")
+            if key in out:
+                raise ValueError(f"msgpack: map key {key!r} repeats at offset {at}")
+            out[key] = self.value(depth + 1)
+        return out
+
+    def _room(self, items: int, depth: int) -> None:
+        # Every item takes at least one byte: refuse a count the input cannot hold before
+        # allocating anything for it.
+        if items > len(self.data) - self.pos:
+            raise ValueError(
+                f"msgpack: truncated input: {items} items announced at offset {self.pos}, "
+                f"{len(self.data) - self.pos} bytes left"
+            )
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
+
+
+_Handler = Callable[[_Reader, int, int], Any]
+
+
+def _unused(r: _Reader, b: int, depth: int) -> Any:
+    raise ValueError(f"msgpack: byte 0x{b:02x} at offset {r.pos - 1} is never used")
+
+
+def _ext(r: _Reader, b: int, depth: int) -> Any:
+    raise ValueError(f"msgpack: ext type (0x{b:02x}) at offset {r.pos - 1} is not supported")
+
+
+def _const(value: object) -> _Handler:
+    return lambda r, b, depth: value
+
+
+def _sized(size_bytes: int, read: Callable[[_Reader, int, int], Any]) -> _Handler:
+    return lambda r, b, depth: read(r, r.uint(size_bytes), depth)
+
+
+def _str(r: _Reader, n: int, depth: int) -> str:
+    return r.text(n)
+
+
+def _bin(r: _Reader, n: int, depth: int) -> bytes:
+    return r.take(n)
+
+
+def _array(r: _Reader, n: int, depth: int) -> list[Any]:
+    return r.array(n, depth)
+
+
+def _map(r: _Reader, n: int, depth: int) -> dict[Any, Any]:
+    return r.map(n, depth)
+
+
+def _unsigned(n: int) -> _Handler:
+    return lambda r, b, depth: r.uint(n)
+
+
+def _signed(n: int) -> _Handler:
+    return lambda r, b, depth: int.from_bytes(r.take(n), "big", signed=True)
+
+
+def _float32(r: _Reader, b: int, depth: int) -> float:
+    value: float = struct.unpack(">f", r.take(4))[0]
+    return value
+
+
+def _float64(r: _Reader, b: int, depth: int) -> float:
+    value: float = struct.unpack(">d", r.take(8))[0]
+    return value
+
+
+def _table() -> tuple[_Handler, ...]:
+    """One handler per first byte (the msgpack spec's format table)."""
+    table: list[_Handler] = [_unused] * 256
+    for b in range(0x00, 0x80):
+        table[b] = _const(b)
+    for b in range(0x80, 0x90):
+        table[b] = lambda r, b, depth: r.map(b & 0x0F, depth)
+    for b in range(0x90, 0xA0):
+        table[b] = lambda r, b, depth: r.array(b & 0x0F, depth)
+    for b in range(0xA0, 0xC0):
+        table[b] = lambda r, b, depth: r.text(b & 0x1F)
+    for b in range(0xE0, 0x100):
+        table[b] = _const(b - 0x100)
+    table[0xC0] = _const(None)
+    table[0xC2] = _const(False)
+    table[0xC3] = _const(True)
+    table[0xC4], table[0xC5], table[0xC6] = (_sized(n, _bin) for n in (1, 2, 4))
+    for b in (0xC7, 0xC8, 0xC9, 0xD4, 0xD5, 0xD6, 0xD7, 0xD8):
+        table[b] = _ext
+    table[0xCA] = _float32
+    table[0xCB] = _float64
+    table[0xCC], table[0xCD], table[0xCE], table[0xCF] = (_unsigned(n) for n in (1, 2, 4, 8))
+    table[0xD0], table[0xD1], table[0xD2], table[0xD3] = (_signed(n) for n in (1, 2, 4, 8))
+    table[0xD9], table[0xDA], table[0xDB] = (_sized(n, _str) for n in (1, 2, 4))
+    table[0xDC], table[0xDD] = (_sized(n, _array) for n in (2, 4))
+    table[0xDE], table[0xDF] = (_sized(n, _map) for n in (2, 4))
+    return tuple(table)
+
+
+_DISPATCH = _table()

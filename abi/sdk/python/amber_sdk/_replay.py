@@ -1,0 +1,296 @@
+"""One workflow activation's replay state: the commands issued so far, the recorded results,
+awaiting, cancellation delivery, `is_replaying`, and the recorded `now`/`random`/`patched`.
+
+Every rule here is `amber_workflow.h`'s and `amber_commands.h`'s, line for line, because the
+host compares a Python guest's commands with history exactly as it compares a C guest's:
+
+- Handles: a command's handle is its index; its result is the input's result whose `cmd` is
+  that index; its *delivery seq* is that result's `seq`.
+- Cancellation (`amber__wf_cancel_due`): delivered once, to the first await whose result is
+  missing or has a delivery seq above the cancel's seq (for `await_first`: the result it would
+  otherwise return). Later awaits behave normally.
+- `is_replaying` (`amber_is_replaying`): with `recorded`, fewer commands issued than recorded:
+  replaying; more: not; exactly as many: replaying until the newest history entry (the highest
+  seq among results and the cancel request) is consumed. Without `recorded`, only that last rule.
+- `patched` (`amber_patched`): the ABI's three rules at the next command index.
+
+An await whose result history lacks raises `_Suspend`; so does a result of the wrong kind (the
+code no longer matches its history): the activation then ends "suspended" with every command so
+far, and the host reports the non-determinism at that position, as it does for the C SDK. The
+activation remembers the first unwind, so code that swallows it and goes on changes nothing.
+
+Python guests have no sticky instances (the component's world has no `await_next`), so there is
+no refresh: each activation replays from the top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from . import _commands
+from ._commands import Command, CommandKind
+from ._envelopes import Recorded, WorkflowInput
+from ._errors import CancelledError, NondeterminismError, _ContinueAsNew, _Suspend, _Unwind
+from ._host import GuestHost
+
+__all__ = ["RANDOM_MAX", "Activation", "Outcome", "WorkflowInfo", "active", "current"]
+
+RANDOM_MAX = 1024
+"""Most bytes one `random` command may record (the host import's limit)."""
+
+CANCELLED = "Cancelled"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowInfo:
+    """What a workflow activation knows about its run."""
+
+    run_id: str
+    workflow_type: str
+    query: str | None
+    """The query this activation answers (None for a normal activation). Use it only to skip
+    work, never to change which commands are issued."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """An awaited command's result: a value, or an error `[type, message]`."""
+
+    ok: bool
+    value: Any = None
+    """The recorded value when ok: `bytes` for payloads, None for a fired timer."""
+    error_type: str = ""
+    error_message: str = ""
+
+
+class Activation:
+    """The state of one workflow activation (see the module docstring for the rules)."""
+
+    def __init__(self, envelope: WorkflowInput, host: GuestHost) -> None:
+        self.host = host
+        self.info = WorkflowInfo(
+            run_id=envelope.run_id, workflow_type=envelope.workflow, query=envelope.query
+        )
+        self.commands: list[Command] = []
+        self.unwind: _Unwind | None = None
+        """The first unwind raised; the activation's outcome whatever the code does next (no
+        command can be issued after it: `issue` re-raises it)."""
+        self._results = envelope.results
+        self._has_recorded = envelope.recorded is not None
+        self._recorded = envelope.recorded or 0
+        self._cancel = envelope.cancel
+        self._cancel_delivered = False
+        seqs = [r.seq for r in self._results.values()]
+        if self._cancel is not None:
+            seqs.append(self._cancel.seq)
+        self._newest_seq = max(seqs, default=-1)
+        self._caught_up = False
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def check_live(self) -> None:
+        """Re-raise the unwind when code runs on after the activation ended (a `finally`, or a
+        swallowed `BaseException`): nothing it does can reach the output any more."""
+        if self.unwind is not None:
+            raise self.unwind
+
+    @property
+    def is_replaying(self) -> bool:
+        n = len(self.commands)
+        if self._has_recorded and n != self._recorded:
+            return n < self._recorded
+        return self._newest_seq >= 0 and not self._caught_up
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Whether the cancellation reached the code (an await raised it)."""
+        return self._cancel_delivered
+
+    @property
+    def cancel_reason(self) -> str:
+        return self._cancel.reason if self._cancel is not None and self._cancel_delivered else ""
+
+    def issue(self, command: Command) -> int:
+        """Append a command; returns its index (its handle)."""
+        self.check_live()
+        self.commands.append(command)
+        return len(self.commands) - 1
+
+    def _consumed(self, index: int) -> None:
+        recorded = self._results.get(index)
+        if recorded is not None and recorded.seq == self._newest_seq:
+            self._caught_up = True
+
+    def _end(self, unwind: _Unwind) -> NoReturn:
+        self.unwind = unwind
+        raise unwind
+
+    def suspend(self) -> NoReturn:
+        """End the activation "suspended" with every command issued so far."""
+        self._end(_Suspend())
+
+    def continue_as_new(self, payload: bytes) -> NoReturn:
+        self.check_live()
+        self._end(_ContinueAsNew(payload))
+
+    # ---- awaiting -------------------------------------------------------------------------
+
+    def _cancel_due(self, recorded: Recorded | None) -> bool:
+        return (
+            self._cancel is not None
+            and not self._cancel_delivered
+            and (recorded is None or recorded.seq > self._cancel.seq)
+        )
+
+    def _deliver_cancel(self) -> NoReturn:
+        assert self._cancel is not None
+        self._cancel_delivered = True
+        if self._cancel.seq == self._newest_seq:
+            self._caught_up = True
+        raise CancelledError(self._cancel.reason)
+
+    def _awaitable(self, index: int) -> None:
+        if not 0 <= index < len(self.commands):
+            raise ValueError(f"no command {index} in this activation")
+        if self.commands[index].kind not in _commands.AWAITABLE:
+            raise ValueError(f"command {index} ({self.commands[index].kind}) cannot be awaited")
+
+    def await_one(self, index: int) -> Outcome:
+        """The result of command `index`: suspends when history lacks it, raises the
+        cancellation when it is due here (`amber_await`)."""
+        self.check_live()
+        self._awaitable(index)
+        recorded = self._results.get(index)
+        if self._cancel_due(recorded):
+            self._deliver_cancel()
+        if recorded is None:
+            self.suspend()
+        return self._resolve(index, recorded)
+
+    def await_first(self, indices: Sequence[int]) -> int:
+        """The position in `indices` of the command delivered first (smallest delivery seq;
+        ties go to the earlier position), after consuming its result; suspends when none has
+        one, raises the cancellation when it is due here (`amber_await_any`)."""
+        self.check_live()
+        if not indices:
+            raise ValueError("await_first needs at least one handle")
+        for index in indices:
+            self._awaitable(index)
+        first: Recorded | None = None
+        at = 0
+        for position, index in enumerate(indices):
+            recorded = self._results.get(index)
+            if recorded is not None and (first is None or recorded.seq < first.seq):
+                first, at = recorded, position
+        if self._cancel_due(first):
+            self._deliver_cancel()
+        if first is None:
+            self.suspend()
+        self._resolve(indices[at], first)
+        return at
+
+    def _resolve(self, index: int, recorded: Recorded) -> Outcome:
+        """Read a recorded result (`amber__wf_resolve`); a value of the wrong kind suspends."""
+        value = recorded.value
+        if not recorded.ok:
+            if (
+                not isinstance(value, list)
+                or len(value) < 2
+                or not isinstance(value[0], str)
+                or not isinstance(value[1], str)
+            ):
+                self.suspend()
+            outcome = Outcome(ok=False, error_type=value[0], error_message=value[1])
+        elif self.commands[index].kind is CommandKind.TIMER:
+            outcome = Outcome(ok=True)
+        elif isinstance(value, bytes):
+            outcome = Outcome(ok=True, value=value)
+        else:
+            self.suspend()
+        self._consumed(index)
+        return outcome
+
+    # ---- recorded values ------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """A `now` command: the recorded value when replaying, else the host's clock."""
+        self.check_live()
+        index = len(self.commands)
+        recorded = self._results.get(index)
+        if recorded is None:
+            value = self.host.now()
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"host.now() returned {value!r}, not an int")
+        elif (
+            recorded.ok and isinstance(recorded.value, int) and not isinstance(recorded.value, bool)
+        ):
+            value = recorded.value
+        else:
+            self.issue(_commands.now(0))
+            self.suspend()
+        self.issue(_commands.now(value))
+        self._consumed(index)
+        return value
+
+    def random_bytes(self, n: int) -> bytes:
+        """A `random` command of `n` bytes: the recorded ones when replaying, else the host's."""
+        self.check_live()
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= RANDOM_MAX:
+            raise ValueError(f"random_bytes takes 0 to {RANDOM_MAX} bytes, not {n!r}")
+        index = len(self.commands)
+        recorded = self._results.get(index)
+        if recorded is None:
+            value = bytes(self.host.random(n))
+            if len(value) != n:
+                raise ValueError(f"host.random({n}) returned {len(value)} bytes")
+        elif recorded.ok and isinstance(recorded.value, bytes):
+            value = recorded.value
+            if len(value) != n:
+                raise NondeterminismError(
+                    f"random_bytes({n}) at command {index}: history recorded {len(value)} bytes"
+                )
+        else:
+            self.issue(_commands.random(b""))
+            self.suspend()
+        self.issue(_commands.random(value))
+        self._consumed(index)
+        return value
+
+    def patched(self, change_id: str) -> bool:
+        """The ABI's patch-marker rules at the next command index."""
+        self.check_live()
+        index = len(self.commands)
+        recorded = self._results.get(index)
+        marked = recorded is not None and recorded.ok and recorded.value == change_id
+        if not marked and index < self._recorded:
+            return False
+        self.issue(_commands.patched(change_id))
+        if marked:
+            self._consumed(index)
+        return True
+
+
+# ---- the activation workflow code runs in --------------------------------------------------
+
+_current: Activation | None = None
+
+
+def current() -> Activation:
+    """The activation running now; workflow API calls outside one are a mistake."""
+    if _current is None:
+        raise RuntimeError("not in workflow code: this call works only inside a @workflow.defn")
+    return _current
+
+
+@contextmanager
+def active(activation: Activation) -> Iterator[Activation]:
+    """Make `activation` the current one while the block runs."""
+    global _current
+    previous, _current = _current, activation
+    try:
+        yield activation
+    finally:
+        _current = previous
