@@ -7,8 +7,12 @@ with every recorded result passed in at once (the *batch* shape) and hands back 
 list, which the host matches against history. The module's manifest sits in a custom section so
 it can be read without running guest code.
 
-Rejected alternatives: the component model (wasmtime-py converts `list<u8>` one element at a time,
-one Python step per byte); one host-import call per replayed command (a Python round trip each);
+Python guests are components (componentize-py builds nothing else) speaking the same envelopes
+through a small WIT world (`abi/wit/amber.wit`): one export call per activation, envelopes as
+latin-1 strings, because wasmtime-py converts a `list<u8>` one element at a time.
+
+Rejected alternatives: the component model for C guests (the byte-list conversion above, and a
+larger host surface); one host-import call per replayed command (a Python round trip each);
 a manifest obtained by calling the guest at upload (runs untrusted code to validate it).
 
 This package also holds what every package needs, being the bottom of the import graph: the root
@@ -43,6 +47,14 @@ from ._commands import (
     parse_activity_options,
     parse_command,
     parse_retry,
+)
+from ._component import (
+    COMPONENT_EXPORTS,
+    COMPONENT_HOST_INTERFACE,
+    COMPONENT_WASI_PREFIX,
+    COMPONENT_WIT,
+    latin1_bytes,
+    latin1_text,
 )
 from ._envelopes import (
     MAX_ENVELOPE_BYTES,
@@ -94,13 +106,17 @@ from ._signatures import (
     Signature,
     allowed_host_imports,
 )
-from ._wasm import WasmFormatError, custom_section, custom_sections
+from ._wasm import WasmFormatError, custom_section, custom_sections, is_component
 
 __all__ = [
     "ABI_VERSION",
     "ACTIVITY_EXPORT_PREFIX",
     "ALLOC_EXPORT",
     "ALLOC_SIGNATURE",
+    "COMPONENT_EXPORTS",
+    "COMPONENT_HOST_INTERFACE",
+    "COMPONENT_WASI_PREFIX",
+    "COMPONENT_WIT",
     "ENTRY_SIGNATURE",
     "HOST_IMPORTS",
     "HOST_MODULE",
@@ -156,7 +172,10 @@ __all__ = [
     "encode_workflow_input",
     "error_fields",
     "error_types",
+    "is_component",
     "jsonable",
+    "latin1_bytes",
+    "latin1_text",
     "lazy_exports",
     "options_to_doc",
     "pack",

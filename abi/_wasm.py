@@ -8,6 +8,8 @@ from ._errors import InvalidInput
 
 WASM_MAGIC = b"\x00asm"
 WASM_VERSION_1 = b"\x01\x00\x00\x00"
+COMPONENT_VERSION = b"\x0d\x00\x01\x00"
+"""The preamble's version and layer fields of a component (the component model's binary format)."""
 _CUSTOM_SECTION = 0
 
 
@@ -49,12 +51,18 @@ def encode_leb_u32(value: int) -> bytes:
             return bytes(out)
 
 
+def is_component(wasm: bytes) -> bool:
+    """Whether the bytes start like a component (a Python guest) rather than a core module."""
+    return wasm[:4] == WASM_MAGIC and wasm[4:8] == COMPONENT_VERSION
+
+
 def custom_sections(module: bytes) -> Iterator[tuple[str, bytes]]:
-    """Yield `(name, payload)` for each custom section of a core module, in file order."""
+    """Yield `(name, payload)` for each top-level custom section of a core module or a
+    component, in file order (both binary formats frame their sections the same way)."""
     if module[:4] != WASM_MAGIC:
         raise WasmFormatError("not a WebAssembly module (bad magic number)")
-    if module[4:8] != WASM_VERSION_1:
-        raise WasmFormatError("not a core WebAssembly module (unsupported version or component)")
+    if module[4:8] not in (WASM_VERSION_1, COMPONENT_VERSION):
+        raise WasmFormatError("not a core WebAssembly module or component (unsupported version)")
     view = memoryview(module)
     pos = 8
     while pos < len(view):

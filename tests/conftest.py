@@ -16,8 +16,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from amber.runtime.sandbox._engine import SandboxEngine
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.server._server import AmberServer, migrate_all
 from amber.tools._build import BuildResult, build_module
+from amber.tools._build_python import build_python_guest
 from amber.versions import VersionNotFound
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +60,15 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
         for v in (1, 2, 3)
     },
 }
+PYTHON_GUEST_SOURCES: dict[str, Path] = {
+    "py_guest": ROOT / "tests" / "guests" / "py_guest.py",
+    "py_orders": ROOT / "abi" / "samples" / "orders.py",
+    "py_expense": ROOT / "abi" / "samples" / "expense.py",
+    "py_rollout_v1": ROOT / "abi" / "samples" / "rollout_v1.py",
+    "py_rollout_v2": ROOT / "abi" / "samples" / "rollout_v2.py",
+}
+"""Python guests (components): each build takes 10–60 s, so they are built once per session,
+in the background from the end of collection, and only when a selected test needs them."""
 AMBER_TABLES = (
     "amber_task_failures, amber_tasks, amber_events, amber_runs, amber_workflow_types,"
     " amber_module_workflows, amber_modules, amber_workflow_ids, amber_timers,"
@@ -135,9 +146,98 @@ def modules(built: dict[str, BuildResult]) -> dict[str, bytes]:
     return {name: result.output.read_bytes() for name, result in built.items()}
 
 
+class _PythonBuilds(Mapping[str, BuildResult]):
+    """Builds `PYTHON_GUEST_SOURCES` on a thread, in order, so the other tests run meanwhile;
+    looking one up waits for that one only (and raises its build error)."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._done = {name: threading.Event() for name in PYTHON_GUEST_SOURCES}
+        self._results: dict[str, BuildResult] = {}
+        self._errors: dict[str, BaseException] = {}
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._build, name="python-guests", daemon=True)
+            self._thread.start()
+
+    def _build(self) -> None:
+        out = _session_dir("amber-py-guests-")
+        for name, source in PYTHON_GUEST_SOURCES.items():
+            try:
+                built = build_python_guest(source, out / f"{name}.wasm")
+                # and compiled into the session's artifact cache, as a worker would
+                engine = SandboxEngine(ARTIFACTS)
+                try:
+                    engine.load(built.sha256, built.output.read_bytes)
+                finally:
+                    engine.close()
+                self._results[name] = built
+            except BaseException as exc:  # raised where the guest is looked up
+                self._errors[name] = exc
+            finally:
+                self._done[name].set()
+
+    def __getitem__(self, name: str) -> BuildResult:
+        self.start()
+        self._done[name].wait()
+        if name in self._errors:
+            raise self._errors[name]
+        return self._results[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PYTHON_GUEST_SOURCES)
+
+    def __len__(self) -> int:
+        return len(PYTHON_GUEST_SOURCES)
+
+
+_python_builds = _PythonBuilds()
+
+
+def _session_dir(prefix: str) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+ARTIFACTS = _session_dir("amber-artifacts-")
+"""The session's artifact cache, shared by every in-process sandbox (a Python guest compiles
+once per session, in the background with its build)."""
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if any("python_built" in getattr(item, "fixturenames", ()) for item in session.items):
+        _python_builds.start()
+
+
 @pytest.fixture(scope="session")
-def sandbox_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SandboxEngine]:
-    engine = SandboxEngine(tmp_path_factory.mktemp("artifacts"))
+def python_built() -> Mapping[str, BuildResult]:
+    """The Python guests (`PYTHON_GUEST_SOURCES`) by name, built with `amber build`; a lookup
+    waits for that guest's build."""
+    return _python_builds
+
+
+class _ModuleBytes(Mapping[str, bytes]):
+    def __getitem__(self, name: str) -> bytes:
+        return _python_builds[name].output.read_bytes()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PYTHON_GUEST_SOURCES)
+
+    def __len__(self) -> int:
+        return len(PYTHON_GUEST_SOURCES)
+
+
+@pytest.fixture(scope="session")
+def python_modules(python_built: Mapping[str, BuildResult]) -> Mapping[str, bytes]:
+    """The Python guests' bytes by name (a lookup waits for that build)."""
+    return _ModuleBytes()
+
+
+@pytest.fixture(scope="session")
+def sandbox_engine() -> Iterator[SandboxEngine]:
+    engine = SandboxEngine(ARTIFACTS)
     yield engine
     engine.close()
 
@@ -145,6 +245,30 @@ def sandbox_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox
 @pytest.fixture
 def sandbox(sandbox_engine: SandboxEngine, modules: dict[str, bytes]) -> Sandbox:
     """A sandbox that serves the built test modules by digest (no server involved)."""
+
+    return Sandbox(sandbox_engine, SystemClock(), _serving(modules))
+
+
+@pytest.fixture
+def py_sandbox(
+    sandbox_engine: SandboxEngine,
+    modules: dict[str, bytes],
+    python_built: Mapping[str, BuildResult],
+) -> Sandbox:
+    """`sandbox`, also serving the Python guests (compiled once per session, like the rest);
+    a Python guest's bytes are read when first needed, waiting for its build."""
+    c_guests = _serving(modules)
+
+    def source(digest: str) -> bytes:
+        for result in _python_builds._results.values():
+            if result.sha256 == digest:
+                return result.output.read_bytes()
+        return c_guests(digest)
+
+    return Sandbox(sandbox_engine, SystemClock(), source)
+
+
+def _serving(modules: dict[str, bytes]) -> Callable[[str], bytes]:
     import hashlib
 
     by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
@@ -154,7 +278,7 @@ def sandbox(sandbox_engine: SandboxEngine, modules: dict[str, bytes]) -> Sandbox
             raise VersionNotFound(f"no module version {digest}")
         return by_digest[digest]
 
-    return Sandbox(sandbox_engine, SystemClock(), source)
+    return source
 
 
 @dataclass

@@ -14,16 +14,25 @@ from tests.conftest import ROOT
 
 
 @pytest.mark.parametrize(
-    "command",
+    ("command", "where"),
     [
-        ["ruff", "check", "."],
-        ["ruff", "format", "--check", "."],
-        ["mypy"],
+        (["ruff", "check", "."], "."),
+        (["ruff", "format", "--check", "."], "."),
+        (["mypy"], "."),
+        # The Python guest SDK is its own root (`amber_sdk`), outside the host's packages.
+        (
+            ["mypy", "--strict", "--config-file", "", "--explicit-package-bases", "amber_sdk"],
+            "abi/sdk/python",
+        ),
     ],
-    ids=["ruff-check", "ruff-format", "mypy"],
+    ids=["ruff-check", "ruff-format", "mypy", "mypy-python-sdk"],
 )
-def test_the_code_is_clean(command: list[str]) -> None:
+def test_the_code_is_clean(command: list[str], where: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", *command],
+        cwd=ROOT / where,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr

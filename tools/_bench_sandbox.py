@@ -302,6 +302,7 @@ _PARTS: Final = (
 def _breakdown(chain: _Chain, inputs: Sequence[ActivityInput], warmup: int) -> dict[str, float]:
     """Median µs of each step in `_PARTS` over `inputs` (the first `warmup` not counted)."""
     pre = chain.engine.load(chain.digest, lambda: _no_fetch(chain.digest)).pre
+    assert pre is not None  # the chain is a C guest
     samples: dict[str, list[int]] = {name: [] for name in _PARTS}
     with chain.engine.activation_lock:  # as `Sandbox.run`: the guest must not run concurrently
         for i, request in enumerate(inputs):

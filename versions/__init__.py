@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     )
     from ._health import OK, HealthCount, VersionHealth, add_health_txn, health_txn
     from ._registry import (
+        DEFAULT_MAX_COMPONENT_BYTES,
         DEFAULT_MAX_MODULE_BYTES,
         LABEL,
         LabelConflict,
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
 _LAZY: dict[str, str] = {
     "AmbiguousVersion": "_errors",
     "ArtifactCache": "_artifacts",
+    "DEFAULT_MAX_COMPONENT_BYTES": "_registry",
     "DEFAULT_MAX_MODULE_BYTES": "_registry",
     "HealthCount": "_health",
     "InvalidModule": "_errors",
@@ -102,6 +104,7 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "DEFAULT_MAX_COMPONENT_BYTES",
     "DEFAULT_MAX_MODULE_BYTES",
     "LABEL",
     "OK",

@@ -17,6 +17,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import wasmtime
+from wasmtime.component import Component
 
 from amber.abi import Manifest, ManifestError, parse_manifest, read_manifest
 
@@ -38,6 +39,9 @@ class ArtifactCache:
     def path_for(self, digest: str) -> Path:
         return self._dir / f"{digest}.wasmtime-{WASMTIME_VERSION}.{self._flags_key}.cwasm"
 
+    def component_path_for(self, digest: str) -> Path:
+        return self._dir / f"{digest}.wasmtime-{WASMTIME_VERSION}.{self._flags_key}.component"
+
     def load(self, digest: str, fetch: Callable[[], bytes]) -> wasmtime.Module:
         """The compiled module for `digest`; `fetch()` supplies the bytes on a cache miss."""
         path = self.path_for(digest)
@@ -56,6 +60,26 @@ class ArtifactCache:
         self._write(path, bytes(module.serialize()))
         self._write(self._manifest_path(digest), _manifest_json(wasm))
         return module
+
+    def load_component(self, digest: str, fetch: Callable[[], bytes]) -> Component:
+        """The compiled component (a Python guest) for `digest`; compiling one takes seconds
+        (it holds CPython), loading its artifact milliseconds."""
+        path = self.component_path_for(digest)
+        if path.exists():
+            try:
+                return Component.deserialize_file(self._engine, str(path))
+            except wasmtime.WasmtimeError:
+                path.unlink(missing_ok=True)  # incompatible or damaged: rebuild below
+        wasm = fetch()
+        if hashlib.sha256(wasm).hexdigest() != digest:
+            raise InvalidModule(f"module bytes do not match digest {digest}")
+        try:
+            component = Component(self._engine, wasm)
+        except wasmtime.WasmtimeError as exc:
+            raise InvalidModule(f"component {digest[:12]} does not compile: {exc}") from exc
+        self._write(path, bytes(component.serialize()))
+        self._write(self._manifest_path(digest), _manifest_json(wasm))
+        return component
 
     def manifest(self, digest: str, fetch: Callable[[], bytes]) -> Manifest:
         """The manifest of a cached module (kept beside its artifact: compiled artifacts drop

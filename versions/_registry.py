@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from ._validate import ManifestCheck
 
 DEFAULT_MAX_MODULE_BYTES = 8 * 1024 * 1024
+DEFAULT_MAX_COMPONENT_BYTES = 48 * 1024 * 1024
+"""A Python guest carries CPython (~18 MB); the cap stays under gRPC's 64 MiB message limit."""
 
 _HEX = re.compile(r"[0-9a-f]{8,64}")
 LABEL = re.compile(r"[A-Za-z0-9_.\-]{1,64}@[A-Za-z0-9_.\-+]{1,64}")
@@ -163,10 +165,12 @@ class VersionRegistry:
         db: Database,
         *,
         max_module_bytes: int = DEFAULT_MAX_MODULE_BYTES,
+        max_component_bytes: int = DEFAULT_MAX_COMPONENT_BYTES,
         manifest_checks: Sequence[ManifestCheck] = (),
     ) -> None:
         self._db = db
         self.max_module_bytes = max_module_bytes
+        self.max_component_bytes = max_component_bytes
         self._manifest_checks = tuple(manifest_checks)
 
     def upload(
@@ -184,7 +188,10 @@ class VersionRegistry:
         from ._validate import validate_module
 
         manifest = validate_module(
-            wasm, max_bytes=self.max_module_bytes, manifest_checks=self._manifest_checks
+            wasm,
+            max_bytes=self.max_module_bytes,
+            max_component_bytes=self.max_component_bytes,
+            manifest_checks=self._manifest_checks,
         )
         if label:
             _check_label(label)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 
 import wasmtime
+from wasmtime.component import Component
+from wasmtime.component import FuncType as ComponentFuncType
 
 from amber.abi import (
     ACTIVITY_EXPORT_PREFIX,
     ALLOC_EXPORT,
     ALLOC_SIGNATURE,
+    COMPONENT_EXPORTS,
+    COMPONENT_HOST_INTERFACE,
+    COMPONENT_WASI_PREFIX,
     ENTRY_SIGNATURE,
     HOST_MODULE,
     MEMORY_EXPORT,
@@ -19,11 +25,12 @@ from amber.abi import (
     Signature,
     WasmFormatError,
     allowed_host_imports,
+    is_component,
     read_manifest,
 )
 
 from ._errors import InvalidModule, ModuleTooLarge
-from ._registry import DEFAULT_MAX_MODULE_BYTES
+from ._registry import DEFAULT_MAX_COMPONENT_BYTES, DEFAULT_MAX_MODULE_BYTES
 
 _engine: wasmtime.Engine | None = None
 
@@ -89,6 +96,7 @@ def validate_module(
     wasm: bytes,
     *,
     max_bytes: int = DEFAULT_MAX_MODULE_BYTES,
+    max_component_bytes: int = DEFAULT_MAX_COMPONENT_BYTES,
     manifest_checks: Sequence[ManifestCheck] = (),
 ) -> Manifest:
     """Return the manifest of a module that satisfies ABI v1, or raise `InvalidModule`.
@@ -96,17 +104,23 @@ def validate_module(
     Checks, in order: size cap, the manifest section (without running code) and the given
     `manifest_checks` (the runtime passes its capability check), that the bytes compile, the
     exports the manifest promises, and that every import is a known host import.
+
+    A component (a Python guest) has its own cap, `max_component_bytes` (CPython makes it
+    ~18 MB), and its own shape checks (`_check_component`).
     """
+    if is_component(wasm):
+        if len(wasm) > max_component_bytes:
+            raise ModuleTooLarge(
+                f"component is {len(wasm)} bytes; the cap is {max_component_bytes} bytes"
+            )
+        manifest = _manifest(wasm, manifest_checks)
+        check_component(wasm)
+        return manifest
     if len(wasm) > max_bytes:
         raise ModuleTooLarge(f"module is {len(wasm)} bytes; the cap is {max_bytes} bytes")
     if not wasm:
         raise InvalidModule("module is empty")
-    try:
-        manifest = read_manifest(wasm)
-        for check in manifest_checks:
-            check(manifest)
-    except (ManifestError, WasmFormatError) as exc:
-        raise InvalidModule(str(exc)) from exc
+    manifest = _manifest(wasm, manifest_checks)
     try:
         module = wasmtime.Module(_inspection_engine(), wasm)
     except wasmtime.WasmtimeError as exc:
@@ -114,6 +128,55 @@ def validate_module(
     _check_exports(module, manifest)
     _check_imports(module)
     return manifest
+
+
+def _manifest(wasm: bytes, manifest_checks: Sequence[ManifestCheck]) -> Manifest:
+    try:
+        manifest = read_manifest(wasm)
+        for check in manifest_checks:
+            check(manifest)
+    except (ManifestError, WasmFormatError) as exc:
+        raise InvalidModule(str(exc)) from exc
+    return manifest
+
+
+_checked_components: set[str] = set()
+"""Digests of components that passed `check_component` in this process: compiling one takes
+seconds, and the check depends on the bytes alone."""
+
+
+def check_component(wasm: bytes) -> None:
+    """Refuse a component that does not live in Amber's world (`abi/wit/amber.wit`): it must
+    compile, export `workflow` and `activity` as `func(name: string, envelope: string) ->
+    string`, and import nothing but `amber:guest/host` and WASI (which the host stubs or turns
+    into traps)."""
+    digest = hashlib.sha256(wasm).hexdigest()
+    if digest in _checked_components:
+        return
+    engine = _inspection_engine()
+    try:
+        component = Component(engine, wasm)
+    except wasmtime.WasmtimeError as exc:
+        raise InvalidModule(f"component does not compile: {_first_line(exc)}") from exc
+    ty = component.type
+    for name in ty.imports(engine):
+        if name != COMPONENT_HOST_INTERFACE and not name.startswith(COMPONENT_WASI_PREFIX):
+            raise InvalidModule(f"component imports {name}, which Amber does not provide")
+    exports = ty.exports(engine)
+    for name in COMPONENT_EXPORTS:
+        item = exports.get(name)
+        func = None if item is None else item.ty
+        if not isinstance(func, ComponentFuncType) or not _string_entry(func):
+            raise InvalidModule(
+                f"component does not export {name}: func(name: string, envelope: string)"
+                " -> string (build it with `amber build`)"
+            )
+    _checked_components.add(digest)
+
+
+def _string_entry(func: ComponentFuncType) -> bool:
+    params = [type(ty).__name__ for _, ty in func.params]
+    return params == ["String", "String"] and type(func.result).__name__ == "String"
 
 
 def _first_line(exc: Exception) -> str:

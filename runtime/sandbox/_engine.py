@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import wasmtime
+from wasmtime.component import Component
 
-from amber.abi import ACTIVITY_EXPORT_PREFIX, HOST_MODULE
+from amber.abi import ACTIVITY_EXPORT_PREFIX, HOST_MODULE, is_component
 from amber.versions import ArtifactCache, InvalidModule
 
+from ._component import ComponentHost
 from ._host import HostImports
 from ._http import HttpPolicy, http_policy
 
@@ -56,13 +58,27 @@ class _EpochTicker(threading.Thread):
 class LoadedModule:
     """A module version ready to instantiate, with what the host checks commands against."""
 
-    pre: wasmtime.InstancePre
+    pre: wasmtime.InstancePre | None
+    """A core module's instantiation, imports resolved (None for a component)."""
+    component: Component | None = None
+    """A Python guest (None for a core module)."""
     activities: frozenset[str]
     """Activity names the module exports (a workflow may only schedule these)."""
     http: HttpPolicy | None
     """The module's declared HTTP allowlist (None: no HTTP capability)."""
     continues: bool = False
     """It imports `await_next`: a live instance can go on after a wait (`StickySandbox`)."""
+
+
+def _once(fetch: Callable[[], bytes]) -> Callable[[], bytes]:
+    got: list[bytes] = []
+
+    def once() -> bytes:
+        if not got:
+            got.append(fetch())
+        return got[0]
+
+    return once
 
 
 def _activities(module: wasmtime.Module) -> frozenset[str]:
@@ -84,6 +100,8 @@ class SandboxEngine:
         self.host = HostImports()
         self._linker = wasmtime.Linker(self.engine)
         self.host.define(self._linker)
+        self.components = ComponentHost(self.engine, self.host)
+        """The linker and WASI stubs of Python guests (components)."""
         self._artifacts = ArtifactCache(artifact_dir, self.engine, ENGINE_FLAGS)
         self._loaded: OrderedDict[str, LoadedModule] = OrderedDict()
         self._max_modules = max_modules
@@ -100,6 +118,31 @@ class SandboxEngine:
             if loaded is not None:
                 self._loaded.move_to_end(digest)
                 return loaded
+        fetch = _once(fetch)  # deciding what the bytes are may already need them
+        if self._artifacts.component_path_for(digest).exists() or (
+            not self._artifacts.path_for(digest).exists() and is_component(fetch())
+        ):
+            loaded = self._load_component(digest, fetch)
+        else:
+            loaded = self._load_module(digest, fetch)
+        with self._lock:
+            self._loaded[digest] = loaded
+            while len(self._loaded) > self._max_modules:
+                self._loaded.popitem(last=False)
+        return loaded
+
+    def _load_component(self, digest: str, fetch: Callable[[], bytes]) -> LoadedModule:
+        component = self._artifacts.load_component(digest, fetch)
+        manifest = self._artifacts.manifest(digest, fetch)
+        self.components.prepare(component)
+        return LoadedModule(
+            pre=None,
+            component=component,
+            activities=frozenset(manifest.activities),
+            http=http_policy(manifest),
+        )
+
+    def _load_module(self, digest: str, fetch: Callable[[], bytes]) -> LoadedModule:
         module = self._artifacts.load(digest, fetch)
         manifest = self._artifacts.manifest(digest, fetch)
         try:
@@ -109,7 +152,7 @@ class SandboxEngine:
             # accepted where they were enabled and loaded where they are not.
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             raise InvalidModule(f"module {digest[:12]} does not link: {reason}") from None
-        loaded = LoadedModule(
+        return LoadedModule(
             pre=pre,
             activities=_activities(module),
             http=http_policy(manifest),
@@ -117,11 +160,6 @@ class SandboxEngine:
                 i.module == HOST_MODULE and i.name == "await_next" for i in module.imports
             ),
         )
-        with self._lock:
-            self._loaded[digest] = loaded
-            while len(self._loaded) > self._max_modules:
-                self._loaded.popitem(last=False)
-        return loaded
 
     def close(self) -> None:
         self._ticker.stop()

@@ -135,6 +135,79 @@ def _hand_out(state: HostCalls, kind: str, value: object) -> None:
     state.handed_out.append((kind, value))
 
 
+def take_now(state: HostCalls) -> int:
+    """The host's clock in ms; a workflow's value is handed out (it becomes a `now` command)."""
+    value = to_ms(state.clock.now())
+    if state.kind is ActivationKind.WORKFLOW:
+        _hand_out(state, "now", value)
+    return value
+
+
+def take_random(state: HostCalls, length: int) -> bytes:
+    """`length` CSPRNG bytes; a workflow's are handed out (they become a `random` command)."""
+    if not 0 <= length <= MAX_RANDOM_BYTES:
+        raise AbiViolation(f"random asked for {length} bytes; the cap is {MAX_RANDOM_BYTES}")
+    value = os.urandom(length)
+    if state.kind is ActivationKind.WORKFLOW:
+        _hand_out(state, "random", value)
+    return value
+
+
+def write_log(state: HostCalls, level: int, text: bytes) -> None:
+    """Keep and forward one guest log line (none during a query; counted past the cap)."""
+    if state.query:
+        return  # a query replays history: its log lines were written the first time
+    if len(state.logs) >= MAX_LOG_LINES:
+        state.dropped_logs += 1
+        return
+    line = text[:MAX_LOG_BYTES].decode("utf-8", errors="replace")
+    state.logs.append((level, line))
+    py_level = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING}.get(level, logging.ERROR)
+    _guest_log.log(py_level, "[%s] %s", state.run_id, line)
+
+
+def sleep_ms(state: HostCalls, ms: int) -> None:
+    """An activity's sleep, within its wall-clock budget."""
+    if state.kind is not ActivationKind.ACTIVITY:
+        raise AbiViolation("sleep is not available to workflow code (use a durable timer)")
+    if ms < 0:
+        raise AbiViolation(f"sleep of {ms} ms")
+    remaining = state.deadline - time.monotonic()
+    if ms / 1000 > remaining:
+        time.sleep(max(remaining, 0.0))
+        raise DeadlineExceeded(f"host call sleep({ms} ms) ran past the activation deadline")
+    time.sleep(ms / 1000)
+
+
+def publish_value(state: HostCalls, name: str, value: bytes) -> None:
+    """Set the value queries named `name` answer with (workflows only)."""
+    if state.kind is not ActivationKind.WORKFLOW:
+        raise AbiViolation("publish is only available to workflow code")
+    if len(value) > MAX_PUBLISHED_BYTES:
+        raise AbiViolation(f"published value of {len(value)} B; the cap is {MAX_PUBLISHED_BYTES}")
+    if name not in state.published and len(state.published) >= MAX_PUBLISHED_NAMES:
+        raise AbiViolation(f"a workflow may publish at most {MAX_PUBLISHED_NAMES} names")
+    state.published[name] = value
+
+
+def activity_host(state: HostCalls, name: str) -> ActivityHost:
+    """What an activity's import `name` reaches; `AbiViolation` from workflow code."""
+    if state.kind is not ActivationKind.ACTIVITY or state.activity is None:
+        raise AbiViolation(f"{name} is only available to activity code")
+    return state.activity
+
+
+def http_call(state: HostCalls, request: bytes) -> bytes:
+    """Perform an activity's HTTP request under its allowlist and remaining budget; returns
+    the response envelope."""
+    host = activity_host(state, "http_request")
+    if len(request) > MAX_REQUEST_BYTES:
+        raise AbiViolation(f"HTTP request of {len(request)} B; the cap is {MAX_REQUEST_BYTES}")
+    return perform(
+        request, policy=host.http, deadline=state.deadline, idempotency_key=host.idempotency_key
+    )
+
+
 _DETAILS: dict[str, str] = {
     "await_results": "{1} B",
     "await_next": "{1} B",
@@ -227,6 +300,11 @@ class HostImports:
         return call
 
     def _state(self, name: str) -> HostCalls:
+        return self.current(name)
+
+    def current(self, name: str) -> HostCalls:
+        """The running activation's state, counting a call of import `name` (for the
+        component host's functions, which share this routing)."""
         state = self.active
         if state is None:  # a guest calling out after its activation: cannot happen, but be safe
             raise AbiViolation(f"host import {name!r} called outside an activation")
@@ -250,47 +328,24 @@ class HostImports:
         return len(state.held)
 
     def _now(self, caller: wasmtime.Caller) -> int:
-        state = self._state("now")
-        value = to_ms(state.clock.now())
-        if state.kind is ActivationKind.WORKFLOW:
-            _hand_out(state, "now", value)
-        return value
+        return take_now(self._state("now"))
 
     def _random(self, caller: wasmtime.Caller, ptr: int, length: int) -> None:
         state = self._state("random")
         if not 0 <= length <= MAX_RANDOM_BYTES:
             raise AbiViolation(f"random asked for {length} bytes; the cap is {MAX_RANDOM_BYTES}")
         _read(caller, state, ptr, length, MAX_RANDOM_BYTES)  # bounds check only
-        value = os.urandom(length)
+        value = take_random(state, length)
         assert state.memory is not None
         state.memory.write(caller, value, ptr)
-        if state.kind is ActivationKind.WORKFLOW:
-            _hand_out(state, "random", value)
 
     def _log(self, caller: wasmtime.Caller, level: int, ptr: int, length: int) -> None:
         state = self._state("log")
         text = _read(caller, state, ptr, min(max(length, 0), MAX_LOG_BYTES), MAX_LOG_BYTES)
-        if state.query:
-            return  # a query replays history: its log lines were written the first time
-        if len(state.logs) >= MAX_LOG_LINES:
-            state.dropped_logs += 1
-            return
-        line = text.decode("utf-8", errors="replace")
-        state.logs.append((level, line))
-        py_level = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING}.get(level, logging.ERROR)
-        _guest_log.log(py_level, "[%s] %s", state.run_id, line)
+        write_log(state, level, text)
 
     def _sleep(self, caller: wasmtime.Caller, ms: int) -> None:
-        state = self._state("sleep")
-        if state.kind is not ActivationKind.ACTIVITY:
-            raise AbiViolation("sleep is not available to workflow code (use a durable timer)")
-        if ms < 0:
-            raise AbiViolation(f"sleep of {ms} ms")
-        remaining = state.deadline - time.monotonic()
-        if ms / 1000 > remaining:
-            time.sleep(max(remaining, 0.0))
-            raise DeadlineExceeded(f"host call sleep({ms} ms) ran past the activation deadline")
-        time.sleep(ms / 1000)
+        sleep_ms(self._state("sleep"), ms)
 
     def _publish(
         self, caller: wasmtime.Caller, name_ptr: int, name_len: int, ptr: int, length: int
@@ -299,35 +354,22 @@ class HostImports:
         if state.kind is not ActivationKind.WORKFLOW:
             raise AbiViolation("publish is only available to workflow code")
         name = _read(caller, state, name_ptr, name_len, 256).decode("utf-8", errors="replace")
-        value = _read(caller, state, ptr, length, MAX_PUBLISHED_BYTES)
-        if name not in state.published and len(state.published) >= MAX_PUBLISHED_NAMES:
-            raise AbiViolation(f"a workflow may publish at most {MAX_PUBLISHED_NAMES} names")
-        state.published[name] = value
-
-    def _activity_host(self, name: str) -> tuple[HostCalls, ActivityHost]:
-        state = self._state(name)
-        if state.kind is not ActivationKind.ACTIVITY or state.activity is None:
-            raise AbiViolation(f"{name} is only available to activity code")
-        return state, state.activity
+        publish_value(state, name, _read(caller, state, ptr, length, MAX_PUBLISHED_BYTES))
 
     def _heartbeat(self, caller: wasmtime.Caller, ptr: int, length: int) -> int:
-        state, host = self._activity_host("heartbeat")
+        state = self._state("heartbeat")
+        host = activity_host(state, "heartbeat")
         details = _read(caller, state, ptr, length, MAX_PUBLISHED_BYTES)
         return 1 if host.heartbeat(details) else 0
 
     def _cancel_requested(self, caller: wasmtime.Caller) -> int:
-        _, host = self._activity_host("cancel_requested")
+        host = activity_host(self._state("cancel_requested"), "cancel_requested")
         return 1 if host.cancel_requested() else 0
 
     def _http_request(self, caller: wasmtime.Caller, ptr: int, length: int) -> int:
-        state, host = self._activity_host("http_request")
-        request = _read(caller, state, ptr, length, MAX_REQUEST_BYTES)
-        state.held = perform(
-            request,
-            policy=host.http,
-            deadline=state.deadline,
-            idempotency_key=host.idempotency_key,
-        )
+        state = self._state("http_request")
+        activity_host(state, "http_request")
+        state.held = http_call(state, _read(caller, state, ptr, length, MAX_REQUEST_BYTES))
         return len(state.held)
 
     def _take(self, caller: wasmtime.Caller, ptr: int, length: int) -> None:

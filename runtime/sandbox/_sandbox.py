@@ -7,6 +7,9 @@ from the cached `InstancePre` of its module digest. Its input envelope is writte
 
 Replay and the worker depend only on `SandboxRunner`: `Sandbox` runs guests in this process, the
 surgical pool's `IsolatedSandbox` runs each activation in a child process.
+
+A Python guest (a component) takes the same path with its own call (`_component`): the same
+limits, faults and outputs, so nothing above the sandbox tells the two kinds apart.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import wasmtime
+from wasmtime.component import Component
 
 from amber.abi import (
     ALLOC_EXPORT,
@@ -25,7 +29,9 @@ from amber.abi import (
     MAX_ENVELOPE_BYTES,
     MEMORY_EXPORT,
     AmberError,
+    NotMsgpack,
     RetryableError,
+    unpack,
 )
 from amber.runtime.model import (
     AbiViolation,
@@ -41,6 +47,7 @@ from amber.runtime.model import (
 )
 
 from . import _fastcall as _fastcall
+from ._component import classify, component_store, output_bytes
 from ._engine import EPOCH_TICK_S, LoadedModule, SandboxEngine
 from ._host import (
     ActivationKind,
@@ -51,6 +58,7 @@ from ._host import (
     Suspended,
 )
 from ._http import HttpPolicy
+from ._wasi import GuestIO
 
 _WASM_PAGE = 65536
 _U64 = (1 << 64) - 1
@@ -302,7 +310,11 @@ class Sandbox:
         return self._run(request, live)
 
     def _run(self, request: ActivationRequest, live: LiveHooks | None = None) -> RawOutput:
-        pre = self._load(request.digest).pre
+        loaded = self._load(request.digest)
+        if loaded.component is not None:
+            return self._run_component(loaded.component, request)
+        pre = loaded.pre
+        assert pre is not None
         limits = request.limits
         started = time.monotonic()
         state = HostCalls(
@@ -337,6 +349,51 @@ class Sandbox:
             host.activate(None)
         if live is not None:
             return slice_.output(envelope, suspended=suspended)
+        return _output(envelope, suspended, state, usage, started)
+
+    def _run_component(self, component: Component, request: ActivationRequest) -> RawOutput:
+        """A Python guest's activation: always a fresh instance (a component cannot go on
+        after a trap, and it has no `await_next`)."""
+        limits = request.limits
+        started = time.monotonic()
+        state = HostCalls(
+            kind=request.kind,
+            clock=self._clock,
+            deadline=started + limits.deadline_s,
+            run_id=request.run_id,
+            query=request.query,
+            activity=request.activity,
+            observer=request.observer,
+        )
+        store = component_store(
+            self._engine.engine,
+            fuel=limits.fuel,
+            memory_bytes=limits.memory_bytes,
+            table_elements=limits.table_elements,
+            ticks=_deadline_ticks(limits),
+        )
+        usage = _Usage(store=store, fuel=limits.fuel)
+        io = GuestIO(deterministic=request.kind is ActivationKind.WORKFLOW, seed=request.run_id)
+        name = request.export.partition(".")[2]
+        host = self._engine.host
+        host.activate(state)
+        try:
+            text = self._engine.components.call(
+                component, store, request.kind, name, request.input, io
+            )
+            envelope = output_bytes(text, limits.max_output_bytes)
+        except GuestFault as fault:
+            raise self._published(
+                self._contextual(type(fault), fault.detail, request, usage), state
+            ) from None
+        except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
+            found = classify(exc, bytes(io.stderr))
+            classified = self._contextual(found.kind, found.detail, request, usage)
+            classified.trap_code = found.trap_code
+            raise self._published(classified, state) from None
+        finally:
+            host.activate(None)
+        suspended = request.kind is ActivationKind.WORKFLOW and _status(envelope) == "suspended"
         return _output(envelope, suspended, state, usage, started)
 
     def _call(
@@ -432,6 +489,15 @@ class Sandbox:
             # Instantiation refused: the module's initial memory or table exceeds the limits.
             return self._contextual(MemoryLimitExceeded, message, request, usage)
         return self._contextual(GuestTrap, message, request, usage)
+
+
+def _status(envelope: bytes) -> object:
+    """An output envelope's status, or None when it is not a map (the decoder says why)."""
+    try:
+        doc = unpack(envelope, what="output envelope")
+    except NotMsgpack:
+        return None
+    return doc.get("status") if isinstance(doc, dict) else None
 
 
 _RECURSION_FRAMES = 16

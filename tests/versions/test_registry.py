@@ -300,11 +300,18 @@ BAD_MODULES: dict[str, tuple[Callable[[dict[str, bytes]], bytes], str]] = {
         lambda m: _with_manifest(b"\x00asm\x01\x00\x00\x00" + bytes([1, 2, 0xFF, 0xFF])),
         "does not compile",
     ),
-    "component": (
+    "component-without-manifest": (
         lambda m: bytes(wasmtime.wat2wasm("(component)")),
-        "not a core WebAssembly module",
+        "no 'amber.manifest' custom section",
     ),
-    "component-header-only": (lambda m: b"\x00asm\x0d\x00\x01\x00", "component"),
+    "component-header-only": (
+        lambda m: b"\x00asm\x0d\x00\x01\x00",
+        "no 'amber.manifest' custom section",
+    ),
+    "component-outside-amber's-world": (
+        lambda m: _with_manifest(bytes(wasmtime.wat2wasm("(component)"))),
+        "component does not export workflow",
+    ),
 }
 
 

@@ -1,0 +1,260 @@
+"""Python guests: components that speak ABI v1's envelopes through `abi/wit/amber.wit`.
+
+A component activation is the same batch call as a core module's: a fresh store and instance,
+one call of export `workflow` or `activity` with the type name and the input envelope, the
+output envelope back. The `amber:guest/host` functions are the `amber` host imports taking
+strings instead of pointers, and share their routing and rules (`_host`); WASI is stubbed
+(`_wasi`). A component cannot go on after a trap, and the C API has no component `InstancePre`,
+so every activation instantiates afresh.
+
+A Python exception that escapes guest code ends in an `unreachable` trap after CPython printed
+its traceback to stderr; the trap message alone cannot tell a `MemoryError` from a `KeyError`,
+so faults are classified from the message and the captured stderr together (`classify`).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+import wasmtime
+from wasmtime.component import Component, Linker
+
+from amber.abi import COMPONENT_HOST_INTERFACE, latin1_bytes, latin1_text
+from amber.runtime.model import (
+    AbiViolation,
+    DeadlineExceeded,
+    GuestFault,
+    GuestTrap,
+    MalformedOutput,
+    MemoryLimitExceeded,
+    OutOfFuel,
+    StackOverflow,
+)
+
+from ._host import (
+    MAX_LOG_BYTES,
+    MAX_RECORD_DETAIL,
+    ActivationKind,
+    HostCallRecord,
+    HostCalls,
+    HostImports,
+    activity_host,
+    http_call,
+    publish_value,
+    sleep_ms,
+    take_now,
+    take_random,
+    write_log,
+)
+from ._wasi import GuestIO, WasiStubs
+
+T = TypeVar("T")
+
+COMPONENT_INSTANCES: Final = 64
+"""Core instances, tables and memories a component's store may create (a componentize-py
+guest instantiates a few dozen core modules: CPython, its libc, adapters)."""
+MIN_TABLE_ELEMENTS: Final = 1 << 16
+"""CPython's function table alone is larger than a C guest's default limit."""
+MIN_MEMORY_BYTES: Final = 16 * 1024 * 1024
+"""The smallest memory limit CPython starts under (measured: 12 MiB fails, 13 MiB works)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Classified:
+    """What a component's `WasmtimeError` was."""
+
+    kind: type[GuestFault]
+    detail: str
+    trap_code: str | None
+
+
+class ComponentHost:
+    """The component linker of one engine: WASI stubs, the `amber:guest/host` functions, and
+    traps for every other import."""
+
+    def __init__(self, engine: wasmtime.Engine, host: HostImports) -> None:
+        self._engine = engine
+        self._host = host
+        self.wasi = WasiStubs()
+        self.linker = Linker(engine)
+        self.wasi.define(self.linker)
+        self._define_host()
+        self._lock = threading.Lock()
+
+    def prepare(self, component: Component) -> None:
+        """Make every import of `component` that Amber does not provide a trap (wasmtime reports
+        the import's name when it is called)."""
+        with self._lock:
+            self.linker.define_unknown_imports_as_traps(component)
+
+    def call(
+        self,
+        component: Component,
+        store: wasmtime.Store,
+        kind: ActivationKind,
+        name: str,
+        envelope: bytes,
+        io: GuestIO,
+    ) -> str:
+        """Instantiate `component` in `store` and run one activation; the caller holds the
+        engine's activation lock and has activated the host imports' state."""
+        self.wasi.activate(io)
+        try:
+            instance = self.linker.instantiate(store, component)
+            func = instance.get_func(store, kind.value)
+            if func is None:
+                raise AbiViolation(f"the component does not export {kind.value!r}")
+            result = func(store, name, latin1_text(envelope))
+        finally:
+            self.wasi.activate(None)
+        if not isinstance(result, str):
+            raise MalformedOutput(f"export {kind.value!r} returned {type(result).__name__}")
+        return result
+
+    def _define_host(self) -> None:
+        with self.linker.root() as root, root.add_instance(COMPONENT_HOST_INTERFACE) as inst:
+            inst.add_func("now", self._wrap("now", lambda st: take_now(st)))
+            inst.add_func(
+                "random", self._wrap("random", lambda st, n: latin1_text(take_random(st, n)))
+            )
+            inst.add_func("log", self._wrap("log", _log))
+            inst.add_func("publish", self._wrap("publish", _publish))
+            inst.add_func("heartbeat", self._wrap("heartbeat", _heartbeat))
+            inst.add_func("cancel-requested", self._wrap("cancel_requested", _cancel_requested))
+            inst.add_func("http-request", self._wrap("http_request", _http))
+            inst.add_func("sleep", self._wrap("sleep", lambda st, ms: sleep_ms(st, ms)))
+
+    def _wrap(self, name: str, op: Callable[..., T]) -> Callable[..., T]:
+        host = self._host
+
+        def call(_store: Any, *args: Any) -> T:
+            state = host.current(name)
+            observer = state.observer
+            if observer is None:
+                return op(state, *args)
+            started = time.time_ns()
+            error: str | None = None
+            try:
+                return op(state, *args)
+            except BaseException as exc:
+                error = type(exc).__name__
+                raise
+            finally:
+                observer(
+                    HostCallRecord(
+                        name=name,
+                        started_ns=started,
+                        ended_ns=time.time_ns(),
+                        detail=_detail(args)[:MAX_RECORD_DETAIL],
+                        error=error,
+                    )
+                )
+
+        return call
+
+
+def _detail(args: tuple[Any, ...]) -> str:
+    return ", ".join(f"{len(a)} B" if isinstance(a, str) else str(a) for a in args)
+
+
+def _log(state: HostCalls, level: int, line: str) -> None:
+    write_log(state, level, line.encode("utf-8", errors="replace")[:MAX_LOG_BYTES])
+
+
+def _publish(state: HostCalls, name: str, value: str) -> None:
+    publish_value(state, name, _bytes_arg("publish", value))
+
+
+def _heartbeat(state: HostCalls, details: str) -> bool:
+    return activity_host(state, "heartbeat").heartbeat(_bytes_arg("heartbeat", details))
+
+
+def _cancel_requested(state: HostCalls) -> bool:
+    return activity_host(state, "cancel_requested").cancel_requested()
+
+
+def _http(state: HostCalls, request: str) -> str:
+    return latin1_text(http_call(state, _bytes_arg("http-request", request)))
+
+
+def _bytes_arg(where: str, text: str) -> bytes:
+    try:
+        return latin1_bytes(text)
+    except ValueError as exc:
+        raise AbiViolation(f"{where}: {exc}") from None
+
+
+def output_bytes(result: str, max_bytes: int) -> bytes:
+    """The output envelope a component returned, within the cap."""
+    if len(result) > max_bytes:
+        raise MalformedOutput(f"output of {len(result)} bytes exceeds the cap of {max_bytes}")
+    try:
+        return latin1_bytes(result)
+    except ValueError as exc:
+        raise MalformedOutput(f"output envelope: {exc}") from None
+
+
+def component_store(
+    engine: wasmtime.Engine, *, fuel: int, memory_bytes: int, table_elements: int, ticks: int
+) -> wasmtime.Store:
+    """A fresh store for one component activation (`memory_bytes` is per memory, and never
+    below what CPython needs to start)."""
+    store = wasmtime.Store(engine)
+    store.set_fuel(fuel)
+    store.set_limits(
+        memory_size=max(memory_bytes, MIN_MEMORY_BYTES),
+        table_elements=max(table_elements, MIN_TABLE_ELEMENTS),
+        instances=COMPONENT_INSTANCES,
+        tables=COMPONENT_INSTANCES,
+        memories=COMPONENT_INSTANCES,
+    )
+    store.set_epoch_deadline(ticks)
+    return store
+
+
+_CAUSE = re.compile(r"wasm trap: (.+)$", re.MULTILINE)
+_UNKNOWN_IMPORT = re.compile(r"unknown import: `?([^`\s]+)`? has not been defined")
+_LOST_TRACEBACK = re.compile(r"^object type name: (\w+)$", re.M)
+_PY_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)[^\n]*)$", re.M)
+
+
+def classify(exc: wasmtime.WasmtimeError | wasmtime.Trap, stderr: bytes) -> Classified:
+    """Which guest fault a component's `WasmtimeError` is (wasmtime-py raises component traps
+    as `WasmtimeError` with the trap in the message's `Caused by:` text, and no trap code)."""
+    message = str(exc)
+    causes = _CAUSE.findall(message)
+    cause = causes[-1].strip() if causes else ""
+    text = stderr.decode("utf-8", errors="replace")
+    python = _PY_ERROR.findall(text)
+    last = python[-1].strip() if python else ""
+    if not last and (lost := _LOST_TRACEBACK.search(text)):
+        last = lost.group(1)  # CPython could not print the traceback (out of memory)
+    if "all fuel consumed" in message:
+        return Classified(kind=OutOfFuel, detail="used all its fuel", trap_code=None)
+    if cause == "interrupt":
+        return Classified(kind=DeadlineExceeded, detail="ran past its deadline", trap_code=None)
+    if unknown := _UNKNOWN_IMPORT.search(message):
+        return Classified(
+            kind=AbiViolation,
+            detail=f"called {unknown.group(1)}, which Amber does not provide to guests",
+            trap_code=None,
+        )
+    if "call stack exhausted" in message or last.startswith("RecursionError"):
+        return Classified(kind=StackOverflow, detail=last or cause, trap_code="stack_overflow")
+    if last.startswith("MemoryError"):
+        return Classified(kind=MemoryLimitExceeded, detail=last, trap_code=_code(cause))
+    if last:
+        return Classified(kind=GuestTrap, detail=f"Python {last}", trap_code=_code(cause))
+    first = message.strip().splitlines()[0] if message.strip() else repr(exc)
+    return Classified(kind=GuestTrap, detail=cause or first, trap_code=_code(cause))
+
+
+def _code(cause: str) -> str | None:
+    if not cause:
+        return None
+    return "unreachable" if "unreachable" in cause else cause.split(":")[0].replace(" ", "_")

@@ -1,0 +1,185 @@
+"""Python guests (components built with `amber build x.py`) on the real stack: the same
+server, worker, replay matcher, faults and queries as C guests.
+
+The guest is `tests/guests/py_guest.py`, built once per session (`python_built`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgpack
+import pytest
+
+from amber.abi import InvalidInput, RecordNow, ScheduleActivity, WorkflowStatus
+from amber.history import EventType, RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.model._faults import (
+    AbiViolation,
+    GuestTrap,
+    MalformedOutput,
+    MemoryLimitExceeded,
+    OutOfFuel,
+    StackOverflow,
+)
+from amber.runtime.model._ids import new_run_id
+from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
+from amber.tools._build import BuildResult
+from tests.conftest import InProcessServer
+
+from ._engine_helpers import drive, make_worker, query, settle
+
+LIMITS = SandboxLimits(fuel=2_000_000_000, memory_bytes=48 * 2**20, deadline_s=10.0)
+
+
+@pytest.fixture
+def srv(make_server: Any, python_modules: dict[str, bytes]) -> InProcessServer:
+    server: InProcessServer = make_server()
+    server.client.upload_version(python_modules["py_guest"], promote=True)
+    return server
+
+
+def _digest(python_built: dict[str, BuildResult]) -> str:
+    return python_built["py_guest"].sha256
+
+
+def _activate(sandbox: Sandbox, digest: str, name: str, run_id: str = "") -> WorkflowStep:
+    return activate_workflow(
+        sandbox,
+        WorkflowActivation(
+            run_id=run_id or new_run_id(),
+            workflow_type=name,
+            digest=digest,
+            input=msgpack.packb({"name": "Ada"}),
+            events=(),
+            limits=LIMITS,
+        ),
+    )
+
+
+def test_a_python_workflow_runs_to_completion_with_retries_queries_and_logs(
+    srv: InProcessServer, py_sandbox: Sandbox, python_built: dict[str, BuildResult]
+) -> None:
+    worker = make_worker(srv.client, py_sandbox)
+    run_id = srv.client.start_run("hello", {"name": "Ada"}).run.run_id
+    run = drive(worker, srv.client, run_id)
+    assert run.status is RunStatus.COMPLETED
+    result = decode(run.result)
+    assert result["greeting"] == "hello Ada"
+    assert result["attempt"] == 2  # the first attempt of `flaky` failed and was retried
+    assert 0 <= result["roll"] < 1 and result["new_path"] is True
+    history = srv.client.history(run_id)
+    assert {e.digest for e in history if e.digest} == {_digest(python_built)}
+    types = [e.type for e in history]
+    assert types.count(EventType.ACTIVITY_COMPLETED) == 2
+    assert query(worker, srv.client, run_id, "stage") == {"stage": "done", "name": "Ada"}
+
+
+def test_a_python_workflow_waits_for_a_signal(srv: InProcessServer, py_sandbox: Sandbox) -> None:
+    worker = make_worker(srv.client, py_sandbox)
+    run_id = srv.client.start_run("gated", {"order": 7}, workflow_id="gate-1").run.run_id
+    settle(worker)
+    assert srv.client.result(run_id).status is RunStatus.RUNNING
+    assert query(worker, srv.client, run_id, "stage") == "waiting"
+    assert srv.client.signal("gate-1", "go", {"approved": True})
+    run = drive(worker, srv.client, run_id)
+    assert decode(run.result) == {"decision": {"approved": True}, "payload": {"order": 7}}
+
+
+def test_activity_errors_reach_python_code_and_application_errors_fail_the_run(
+    srv: InProcessServer, py_sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, py_sandbox)
+    refused = srv.client.start_run("refused", {"x": 1}).run.run_id
+    assert decode(drive(worker, srv.client, refused).result) == {
+        "caught": "Refused",
+        "message": "not today",
+    }
+    failing = srv.client.start_run("fails", {}).run.run_id
+    run = drive(worker, srv.client, failing)
+    assert run.status is RunStatus.FAILED
+    assert (run.error_type, run.error_message) == ("VoidOrder", "the order is void")
+
+
+def test_continue_as_new_chains_python_runs(srv: InProcessServer, py_sandbox: Sandbox) -> None:
+    worker = make_worker(srv.client, py_sandbox)
+    first = srv.client.start_run("counts_down", {"n": 2}, workflow_id="countdown").run.run_id
+    assert drive(worker, srv.client, first).status is RunStatus.CONTINUED_AS_NEW
+    settle(worker)
+    last = srv.client.result("countdown")
+    assert last.run_id != first and last.status is RunStatus.COMPLETED
+    assert decode(last.result) == "done"
+    runs, _ = srv.client.list_runs(workflow_type="counts_down")
+    assert sorted(r.status.value for r in runs) == ["completed"] + ["continued_as_new"] * 2
+
+
+def test_replaying_a_python_workflow_is_deterministic(
+    py_sandbox: Sandbox, python_built: dict[str, BuildResult]
+) -> None:
+    digest = _digest(python_built)
+    run_id = new_run_id()
+    first = _activate(py_sandbox, digest, "hello", run_id)
+    second = _activate(py_sandbox, digest, "hello", run_id)
+    assert first.status is WorkflowStatus.SUSPENDED
+    now, greet = first.new_commands  # `now` is new each time: the host's clock, then recorded
+    assert isinstance(now, RecordNow) and isinstance(second.new_commands[0], RecordNow)
+    assert second.new_commands[1] == greet
+    assert isinstance(greet, ScheduleActivity) and greet.name == "greet"
+    # Without a clock reading the two activations are the same computation, to the instruction.
+    waits = [_activate(py_sandbox, digest, "gated", run_id) for _ in range(2)]
+    assert waits[0].new_commands == waits[1].new_commands
+    assert waits[0].stats.fuel_used == waits[1].stats.fuel_used > 0
+
+
+@pytest.mark.parametrize(
+    ("workflow", "fault", "detail"),
+    [
+        ("spins", OutOfFuel, "fuel"),
+        ("hoards", MemoryLimitExceeded, "MemoryError"),
+        ("recurses", StackOverflow, "RecursionError"),
+        ("reads_clock", GuestTrap, "workflow.now()"),
+        ("breaks", GuestTrap, "KeyError"),
+        ("opens_files", GuestTrap, "Error"),
+        ("garbage", MalformedOutput, ""),
+    ],
+)
+def test_a_hostile_python_workflow_ends_in_its_typed_fault(
+    py_sandbox: Sandbox,
+    python_built: dict[str, BuildResult],
+    workflow: str,
+    fault: type[Exception],
+    detail: str,
+) -> None:
+    digest = _digest(python_built)
+    with pytest.raises(fault) as caught:
+        _activate(py_sandbox, digest, workflow)
+    assert detail in str(caught.value)
+    assert getattr(caught.value, "digest", digest) == digest
+    healthy = _activate(py_sandbox, digest, "hello")  # the sandbox is unharmed
+    assert healthy.status is WorkflowStatus.SUSPENDED
+
+
+def test_an_activity_reaching_for_wasi_we_do_not_provide_is_an_abi_violation(
+    srv: InProcessServer, py_sandbox: Sandbox
+) -> None:
+    worker = make_worker(srv.client, py_sandbox)
+    run_id = srv.client.start_run("sleeps", {}).run.run_id
+    settle(worker)
+    failures = srv.client.describe(run_id).recent_failures
+    assert failures and failures[0].reason == AbiViolation.reason.value
+    assert "monotonic-clock" in failures[0].message
+
+
+def test_a_python_component_is_validated_at_upload(
+    srv: InProcessServer, python_modules: dict[str, bytes]
+) -> None:
+    wasm = python_modules["py_guest"]
+    damaged = wasm[:8] + b"\x7f" + wasm[9:]  # its first section's id is no section's
+    with pytest.raises(InvalidInput, match="component does not compile"):
+        srv.client.upload_version(damaged)
+    with pytest.raises(InvalidInput, match="section runs past the end"):
+        srv.client.upload_version(wasm[: len(wasm) // 2])
+    again = srv.client.upload_version(wasm)  # the same bytes: the same version
+    assert not again.created and again.version.digest == hashlib.sha256(wasm).hexdigest()
