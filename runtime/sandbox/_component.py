@@ -36,6 +36,7 @@ from amber.runtime.model import (
     StackOverflow,
 )
 
+from . import _fastlist as _fastlist  # bytes into components in one copy
 from ._host import (
     MAX_LOG_BYTES,
     MAX_RECORD_DETAIL,
