@@ -21,7 +21,14 @@ _checkout.alias(__name__)
 
 from amber.runtime.sandbox import ChildStartFailed, IsolatedSandbox
 
-from ._replay import ReplayResult, SandboxFactory, failure_to_replay, replay_bundle
+from ._replay import (
+    HistoryReplay,
+    ReplayResult,
+    SandboxFactory,
+    failure_to_replay,
+    replay_bundle,
+    replay_history,
+)
 from ._tracing import SurgicalTrace
 from ._worker import SURGICAL_MEMORY_BYTES, SURGICAL_NICENESS, SurgicalWorker, surgical_settings
 
@@ -29,6 +36,7 @@ __all__ = [
     "SURGICAL_MEMORY_BYTES",
     "SURGICAL_NICENESS",
     "ChildStartFailed",
+    "HistoryReplay",
     "IsolatedSandbox",
     "ReplayResult",
     "SandboxFactory",
@@ -36,5 +44,6 @@ __all__ = [
     "SurgicalWorker",
     "failure_to_replay",
     "replay_bundle",
+    "replay_history",
     "surgical_settings",
 ]

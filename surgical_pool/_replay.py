@@ -11,6 +11,11 @@ the limits it ran under and with the clock reading it started at:
 
 Fuel use is deterministic, so a faithful replay fails with the same reason, the same trap code
 and the same fuel count as the recorded failure; the result says whether each matched.
+
+A bundle without a failure (a run that completed, or waits) is replayed whole instead
+(`replay_history`): its whole history through the run's module, as a worker would, and the
+outcome compared with the recorded one: every recorded command matched, the same status, the
+same result bytes.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from amber.abi import InvalidInput
-from amber.history import FailureRecord
+from amber.abi import InvalidInput, WorkflowStatus
+from amber.history import EventType, FailureRecord, RunStatus
 from amber.runtime.model import (
     Bundle,
     Clock,
@@ -29,13 +34,19 @@ from amber.runtime.model import (
     ManualClock,
     ModuleUnavailable,
 )
-from amber.runtime.replay import WorkflowActivation, activate_workflow, run_activity_request
+from amber.runtime.replay import (
+    WorkflowActivation,
+    WorkflowStep,
+    activate_workflow,
+    run_activity_request,
+)
 from amber.runtime.sandbox import (
     ActivationKind,
     ActivationRequest,
     ActivityHost,
     RecordingSandbox,
     Repro,
+    SandboxLimits,
     SandboxRunner,
 )
 
@@ -73,6 +84,107 @@ class ReplayResult:
             and fuel_same
         )
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryReplay:
+    """A run's whole history replayed offline, beside what was recorded."""
+
+    recorded_status: str
+    replayed_status: str
+    """The workflow's status after the last event (`suspended` for a run still open), or the
+    failure reason when the replay failed (`non_determinism`, a trap, ...)."""
+    result_matches: bool
+    """The replayed outcome is the closing event's: the same result (or next run's input)
+    byte for byte, or the same error; or neither has one (a run still open, cancelled,
+    terminated)."""
+    new_commands: int
+    """Commands the replay issued past the end of history (0 when it matched a closed run)."""
+    message: str
+
+    @property
+    def reproduced(self) -> bool:
+        expected = "suspended" if self.recorded_status == RunStatus.RUNNING.value else None
+        same_status = self.replayed_status == (expected or self.recorded_status)
+        closed = self.recorded_status != RunStatus.RUNNING.value
+        return same_status and self.result_matches and not (closed and self.new_commands)
+
+
+def replay_history(bundle: Bundle, make_sandbox: SandboxFactory) -> HistoryReplay:
+    """Replay the bundle's whole history through the run's module (from the bundle) and compare
+    the outcome with the recorded one."""
+
+    def module_source(digest: str) -> bytes:
+        try:
+            return bundle.modules[digest]
+        except KeyError:
+            raise ModuleUnavailable(
+                f"the bundle holds no module {digest[:12]}", digest=digest
+            ) from None
+
+    run = bundle.run
+    sandbox = make_sandbox(module_source, ManualClock(bundle.exported_at))
+    activation = WorkflowActivation(
+        run_id=run.run_id,
+        workflow_type=run.workflow_type,
+        digest=run.digest,
+        input=run.input,
+        events=bundle.events,
+        limits=SandboxLimits(),
+    )
+    try:
+        step = activate_workflow(sandbox, activation)
+    except GuestFault as fault:
+        return HistoryReplay(
+            recorded_status=run.status.value,
+            replayed_status=fault.reason.value,
+            result_matches=False,
+            new_commands=0,
+            message=str(fault),
+        )
+    status = {WorkflowStatus.CONTINUE_AS_NEW: RunStatus.CONTINUED_AS_NEW.value}.get(
+        step.status, step.status.value
+    )
+    matches = _recorded_outcome(bundle) == _replayed_outcome(step)
+    return HistoryReplay(
+        recorded_status=run.status.value,
+        replayed_status=status,
+        result_matches=matches,
+        new_commands=len(step.new_commands),
+        message=(
+            f"replayed {len(bundle.events)} events: every recorded command matched;"
+            f" the workflow ends {status}"
+            + ("" if matches else ", with a different result than the recorded one")
+        ),
+    )
+
+
+def _recorded_outcome(bundle: Bundle) -> tuple[object, ...]:
+    """What the closing event recorded (the run's row in a bundle carries no result)."""
+    closing = bundle.events[-1] if bundle.events else None
+    if closing is None or closing.type not in _OUTCOME_EVENTS:
+        return ()
+    payload = closing.payload
+    if closing.type is EventType.RUN_FAILED:
+        return ("failed", payload.get("error_type"), payload.get("message"))
+    key = "input" if closing.type is EventType.RUN_CONTINUED_AS_NEW else "result"
+    return (closing.type.value, payload.get(key))
+
+
+def _replayed_outcome(step: WorkflowStep) -> tuple[object, ...]:
+    if step.status is WorkflowStatus.FAILED:
+        error = step.error
+        return ("failed", error.type if error else None, error.message if error else None)
+    kinds = {
+        WorkflowStatus.COMPLETED: EventType.RUN_COMPLETED,
+        WorkflowStatus.CONTINUE_AS_NEW: EventType.RUN_CONTINUED_AS_NEW,
+    }
+    kind = kinds.get(step.status)
+    return () if kind is None else (kind.value, step.result)
+
+
+_OUTCOME_EVENTS = frozenset(
+    {EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CONTINUED_AS_NEW}
+)
 
 _WALL_CLOCK = frozenset({FailureReason.DEADLINE.value})
 """Failure reasons decided by the wall clock, where the fuel burnt before it varies."""

@@ -14,7 +14,7 @@ import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amber.abi import InvalidInput, pack
 from amber.history import amber_home
@@ -23,6 +23,9 @@ from amber.runtime.model import Bundle, TriageOutcome
 
 from . import _output as out
 from ._operator import operator_name
+
+if TYPE_CHECKING:
+    from amber.surgical_pool import SandboxFactory
 
 _WIDTH = 12
 
@@ -130,31 +133,14 @@ def export(client: AmberClient, args: argparse.Namespace) -> int:
 
 def replay(args: argparse.Namespace) -> int:
     """Local: needs no server and no database."""
-    from amber.runtime.sandbox import Sandbox, SandboxEngine, SandboxRunner
-    from amber.surgical_pool import IsolatedSandbox, failure_to_replay, replay_bundle
+    from amber.surgical_pool import failure_to_replay, replay_bundle
 
     bundle = Bundle.decode(Path(args.bundle).read_bytes())
+    if args.history or (args.task is None and not any(f.repro for f in bundle.failures)):
+        return _replay_history(args, bundle)
     failure = failure_to_replay(bundle, args.task)
     with contextlib.ExitStack() as stack:
-        if args.artifacts:
-            artifacts = Path(args.artifacts)
-        elif args.fresh:
-            artifacts = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        else:
-            artifacts = amber_home() / "artifacts"
-        if args.in_process:
-            engine = SandboxEngine(artifacts)
-            stack.callback(engine.close)
-
-            def make(source: Any, clock: Any) -> SandboxRunner:
-                return Sandbox(engine, clock, source)
-        else:
-
-            def make(source: Any, clock: Any) -> SandboxRunner:
-                sandbox = IsolatedSandbox(source, clock, artifact_dir=artifacts)
-                stack.callback(sandbox.close)
-                return sandbox
-
+        make = _sandbox_factory(args, stack)
         result = replay_bundle(bundle, make, failure=failure)
     rec = failure
     doc = {
@@ -187,6 +173,61 @@ def replay(args: argparse.Namespace) -> int:
         verdict = "REPRODUCED" if result.reproduced else "NOT reproduced"
         note = "" if result.input_matches else " (the rebuilt input differs from the recorded)"
         print(f"{verdict}{note}")
+    return 0 if result.reproduced else 3
+
+
+def _sandbox_factory(args: argparse.Namespace, stack: contextlib.ExitStack) -> SandboxFactory:
+    """Where a replay runs its guests: a child process (default) or this one."""
+    from amber.runtime.sandbox import Sandbox, SandboxEngine, SandboxRunner
+    from amber.surgical_pool import IsolatedSandbox
+
+    if args.artifacts:
+        artifacts = Path(args.artifacts)
+    elif args.fresh:
+        artifacts = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    else:
+        artifacts = amber_home() / "artifacts"
+    if args.in_process:
+        engine = SandboxEngine(artifacts)
+        stack.callback(engine.close)
+
+        def in_process(source: Any, clock: Any) -> SandboxRunner:
+            return Sandbox(engine, clock, source)
+
+        return in_process
+
+    def isolated(source: Any, clock: Any) -> SandboxRunner:
+        sandbox = IsolatedSandbox(source, clock, artifact_dir=artifacts)
+        stack.callback(sandbox.close)
+        return sandbox
+
+    return isolated
+
+
+def _replay_history(args: argparse.Namespace, bundle: Bundle) -> int:
+    """The whole history through the run's module, offline; exit 3 when it does not end as
+    recorded."""
+    from amber.surgical_pool import replay_history
+
+    with contextlib.ExitStack() as stack:
+        result = replay_history(bundle, _sandbox_factory(args, stack))
+    doc = {
+        "run_id": bundle.run.run_id,
+        "events": len(bundle.events),
+        "recorded": {"status": result.recorded_status},
+        "replayed": {"status": result.replayed_status, "new_commands": result.new_commands},
+        "result_matches": result.result_matches,
+        "message": result.message,
+        "reproduced": result.reproduced,
+    }
+    if args.json:
+        out.emit_json(doc)
+    else:
+        print(f"run       {bundle.run.run_id} (whole history, {len(bundle.events)} events)")
+        print(f"recorded  {result.recorded_status}")
+        print(f"replayed  {result.replayed_status}")
+        print(f"          {result.message}")
+        print("REPRODUCED" if result.reproduced else "NOT reproduced")
     return 0 if result.reproduced else 3
 
 
@@ -284,6 +325,12 @@ def register(
     p.add_argument("--artifacts", help="compiled module cache (default $AMBER_HOME/artifacts)")
     p.add_argument("--fresh", action="store_true", help="compile into a temporary cache")
     p.add_argument("--in-process", action="store_true", help="no separate sandbox process")
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help="replay the whole history and compare the outcome (the default for a bundle"
+        " without failures)",
+    )
     p.set_defaults(local=replay)
 
     def command(name: str, text: str, *, bulk: bool = True) -> argparse.ArgumentParser:

@@ -7,6 +7,11 @@ The guest is `tests/guests/py_guest.py`, built once per session (`python_built`)
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import msgpack
@@ -27,7 +32,7 @@ from amber.runtime.model._ids import new_run_id
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.tools._build import BuildResult
-from tests.conftest import InProcessServer
+from tests.conftest import ARTIFACTS, ROOT, InProcessServer
 
 from ._engine_helpers import drive, make_worker, query, settle
 
@@ -189,3 +194,42 @@ def test_bytes_reach_components_in_one_copy_on_the_pinned_wasmtime() -> None:
     from amber.runtime.sandbox import _fastlist
 
     assert _fastlist.FAST  # else every fresh Python activation pays ~5 ms converting bytes
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AMBER_", "PG"))}
+    return subprocess.run(
+        [sys.executable, "-m", "amber.tools.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_a_python_run_and_a_python_fault_replay_offline_from_their_triage_bundles(
+    srv: InProcessServer, py_sandbox: Sandbox, tmp_path: Path
+) -> None:
+    worker = make_worker(srv.client, py_sandbox)
+    done = srv.client.start_run("hello", {"name": "Ada"}).run.run_id
+    drive(worker, srv.client, done)
+    broken = srv.client.start_run("breaks", {}).run.run_id
+    settle(worker)  # a Python exception in workflow code: poisoned at its first crash
+    assert srv.client.describe(broken).recent_failures[0].reason == "trap"
+    cache = ["--artifacts", str(ARTIFACTS)]  # compiled already: no 10 s compile here
+    for run, name in ((done, "done"), (broken, "broken")):
+        bundle = tmp_path / f"{name}.bundle"
+        exported = _cli("--server", srv.target, "triage", "export", run, "-o", str(bundle))
+        assert exported.returncode == 0, exported.stderr
+        replayed = _cli("--json", "triage", "replay", str(bundle), *cache)
+        assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+        doc = json.loads(replayed.stdout)
+        assert doc["reproduced"] is True
+        if name == "done":  # the whole history, through the module in the bundle
+            assert doc["recorded"]["status"] == doc["replayed"]["status"] == "completed"
+            assert doc["result_matches"] is True and doc["replayed"]["new_commands"] == 0
+        else:  # the failure, to the instruction
+            assert doc["replayed"]["reason"] == "trap"
+            assert "KeyError" in doc["replayed"]["message"]
+            assert doc["replayed"]["fuel_used"] == doc["recorded"]["fuel_used"]
