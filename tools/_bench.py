@@ -57,6 +57,13 @@ from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
 from ._bench_isolation import IsolationOptions, measure_isolation
 from ._bench_metrics import counter_deltas, scrape_counters
+from ._bench_python import (
+    PYTHON_CHAIN_SOURCE,
+    PYTHON_CHAIN_TYPE,
+    build_python_chain,
+    measure_python_sandbox,
+    measure_python_throughput,
+)
 from ._bench_recovery import RecoveryOptions, WorkerControl, measure_recovery
 from ._bench_sandbox import measure_sandbox
 from ._build import build_module
@@ -115,6 +122,9 @@ class BenchOptions:
     """More `amber worker` options (`--unary`, `--streams N`, ...)."""
     sandbox_repetitions: int = 2000
     """Activations timed by the in-process sandbox microbenchmark (0: skip it)."""
+    python_runs: int = 1000
+    """Runs of the Python guests' throughput phase, `chain_py` at K (0: skip the Python
+    phases)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -198,6 +208,22 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         counted = counter_deltas(counted_before, scrape_counters(metrics_url))
         commits_after = _commits(setup.db, options.stats_settle_s)
 
+        python = None
+        if options.python_runs > 0:
+            progress(f"python guests: building {PYTHON_CHAIN_SOURCE.name} (componentize-py)")
+            python_built, build_s = build_python_chain(tmp)
+            python_wasm = python_built.output.read_bytes()  # the sandbox phase comes after tmp
+            progress(f"python guests: {options.python_runs} runs x {options.k} activities")
+
+            def python_batch(jobs: Sequence[tuple[str, int]]) -> dict[str, Any]:
+                return _run_batch(
+                    client, jobs, options.k, options.timeout_s, options.w, PYTHON_CHAIN_TYPE
+                )
+
+            python = measure_python_throughput(
+                client, python_built, python_batch, options.python_runs, tag
+            ) | {"build_s": round(build_s, 1)}
+
         latency: dict[str, Any] = {"runs": 0, "errors": 0}
         if not options.skip_latency and options.latency_runs > 0:
             progress(f"latency: {options.latency_runs} sequential runs of K={options.latency_k}")
@@ -230,6 +256,11 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         progress(f"sandbox: {options.sandbox_repetitions} activations, 20-step replays")
         replays = max(1, options.sandbox_repetitions // 10)
         sandbox = measure_sandbox(options.sandbox_repetitions, replays)
+        if python is not None:
+            progress("sandbox: Python guest compile, cache load and fresh activations")
+            python["sandbox"] = measure_python_sandbox(
+                python_wasm, max(20, options.sandbox_repetitions // 20)
+            )
     n = options.n
     cpu = _cpu_report(before, after, n, setup.db)
     ok = n - throughput["errors"]  # only runs that returned the right result count
@@ -287,6 +318,10 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         "recovery": recovery,
         "isolation": isolation,
         "sandbox": sandbox,
+        "python": python,
+        "python_vs_c_throughput": None
+        if python is None or not workflows_per_s
+        else round(python["workflows_per_s"] / workflows_per_s, 3),
         "auth": auth,
         "server_metrics": {"url": metrics_url, "throughput_phase": counted},
         "log_problems": problems,
@@ -516,9 +551,15 @@ def _collect_logs(logs: Path, output: Path, failed: object, problems: dict[str, 
 
 
 def _run_batch(
-    client: AmberClient, jobs: Sequence[tuple[str, int]], k: int, timeout_s: float, w: int
+    client: AmberClient,
+    jobs: Sequence[tuple[str, int]],
+    k: int,
+    timeout_s: float,
+    w: int,
+    workflow: str = "chain",
 ) -> dict[str, Any]:
-    """Start `chain` runs of `(workflow_id, value)` from `w` threads, then wait for all.
+    """Start `chain` runs (or another type with its contract, as `chain_py`) of
+    `(workflow_id, value)` from `w` threads, then wait for all.
 
     With w=1 each run is started and awaited before the next: the latency phase.
     """
@@ -533,7 +574,7 @@ def _run_batch(
         if cancelled.is_set():
             return None
         try:
-            started = client.start_run("chain", {"k": k, "value": value}, workflow_id=workflow_id)
+            started = client.start_run(workflow, {"k": k, "value": value}, workflow_id=workflow_id)
         except AmberError as exc:
             messages.append(f"{workflow_id}: start failed: {exc}")
             return None

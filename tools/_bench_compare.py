@@ -89,6 +89,26 @@ def amber_row(result: dict[str, Any]) -> EngineRow:
     )
 
 
+def amber_python_row(result: dict[str, Any]) -> EngineRow | None:
+    """The Python guests' row (the same server and workers, workflows in Python), if run."""
+    python = result.get("python")
+    if not python:
+        return None
+    k = result["config"]["k"]
+    return EngineRow(
+        engine="amber",
+        config="python",
+        description="Amber, Python guests: the same workload as a componentize-py component"
+        " (abi/samples/chain.py), on the same server and workers",
+        workflows_per_s=python["workflows_per_s"],
+        activities_per_s=round(python["workflows_per_s"] * k, 2),
+        idle_p50_ms=None,
+        idle_p99_ms=None,
+        cpu_ms_per_workflow=None,
+        errors=python["errors"],
+    )
+
+
 def peer_rows(outcome: PeersOutcome | None) -> list[EngineRow]:
     """The rows of the peers' harness summary, in its order."""
     rows = []
@@ -125,8 +145,10 @@ def compare(result: dict[str, Any], outcome: PeersOutcome | None) -> dict[str, A
         "cpu_vs_dbos_best": _ratio(amber, dbos, "cpu_ms_per_workflow", least),
         "cpu_vs_temporal_best": _ratio(amber, temporal, "cpu_ms_per_workflow", least),
     }
+    python = amber_python_row(result)
+    mine = (amber,) if python is None else (amber, python)
     return {
-        "engines": [asdict(row) for row in (amber, *peers)],
+        "engines": [asdict(row) for row in (*mine, *peers)],
         "peers": outcome.to_json() if outcome else None,
         "ratio_vs_dbos": ratios["throughput_vs_dbos"]["ratio"],
         "ratio_vs_temporal": ratios["throughput_vs_temporal"]["ratio"],
@@ -213,12 +235,43 @@ def _targets(
                 if recovery else None,
                 note=f"{recovery['runs']} runs, {recovery['activities_rerun']} activities re-run"
                 f" (bound {recovery['at_least_once_bound']})" if recovery else elsewhere),
+        _Target(name="python_vs_c_throughput",
+                text="Python guests' workflows/s ÷ C guests', same workload, same run ≥ 0.5",
+                measured=result.get("python_vs_c_throughput"), at_least=0.5,
+                note="" if result.get("python") else elsewhere),
+        _Target(name="python_fresh_activation_ms",
+                text="a trivial Python workflow's fresh activation ≤ 2 ms median",
+                measured=_at(result.get("python"), "sandbox", "fresh_activation_ms", "median"),
+                at_most=2.0, note=_python_note(result.get("python"))),
+        _Target(name="python_sticky_activation_us",
+                text="on a reused (sticky) instance ≤ 250 µs median",
+                measured=_at(result.get("python"), "sandbox", "sticky_activation_us"),
+                at_most=250.0,
+                note=str(_at_text(result.get("python"), "sandbox", "sticky_note") or elsewhere)),
         _Target(name="isolation_ratio",
                 text="healthy workflows/s beside 10 % poison runs ≥ 0.95 × without",
                 measured=isolation.get("isolation_ratio"), at_least=0.95,
                 note=f"time to diagnosis p50 {diagnosis.get('p50')} s, max {diagnosis.get('max')} s"
                 if isolation else elsewhere),
     ]  # fmt: skip
+
+
+def _python_note(python: dict[str, Any] | None) -> str:
+    sandbox = (python or {}).get("sandbox")
+    if not sandbox:
+        return "not measured in this run"
+    return (
+        f"component compile {sandbox['compile_s']} s (once per version and machine), cache"
+        f" load {sandbox['cache_load_ms']} ms"
+    )
+
+
+def _at_text(doc: dict[str, Any] | None, *keys: str) -> object:
+    for key in keys:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
 
 
 def _at(doc: dict[str, Any] | None, *keys: str) -> float | None:

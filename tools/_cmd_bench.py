@@ -132,6 +132,12 @@ def register(
         default=2000,
         help="activations timed by the in-process sandbox microbenchmark (0: skip)",
     )
+    parser.add_argument(
+        "--python-runs",
+        type=int,
+        default=1000,
+        help="runs of the Python guests' phase (abi/samples/chain.py at --k; 0: skip)",
+    )
     peers = parser.add_argument_group("peers (../shared/bench/peers, same workload, after Amber)")
     peers.add_argument("--peers", action="store_true", help="also run the peers' harness")
     for engine, headline in (("temporal", HEADLINE_TEMPORAL), ("dbos", HEADLINE_DBOS)):
@@ -205,6 +211,7 @@ def bench(args: argparse.Namespace) -> int:
         worker_args=(("--unary",) if args.worker_unary else ())
         + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky))),
         sandbox_repetitions=args.sandbox_repetitions,
+        python_runs=args.python_runs,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
     if args.scaling:

@@ -31,6 +31,7 @@ from tests.conftest import ROOT
 
 N, K, W, LATENCY_RUNS = 5, 2, 2, 2
 IDLE_RUNS, RECOVERY_RUNS, ISOLATION_RUNS = 20, 10, 10
+PYTHON_RUNS = 4
 TARGETS = (
     "throughput_vs_dbos",
     "throughput_vs_temporal",
@@ -42,6 +43,9 @@ TARGETS = (
     "sandbox_activation_us",
     "replay_20_steps_ms",
     "sticky_over_fresh",
+    "python_vs_c_throughput",
+    "python_fresh_activation_ms",
+    "python_sticky_activation_us",
     "idle_worker_rss_ratio",
     "idle_db_bytes_per_run",
     "recovery_drain_s",
@@ -79,8 +83,9 @@ def bench(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         *("--stats-settle", "1.5", "--commit-probe", "0.5", "--output", str(output)),
         *("--idle-runs", str(IDLE_RUNS), "--recovery-runs", str(RECOVERY_RUNS)),
         *("--sandbox-repetitions", "20", "--isolation-runs", str(ISOLATION_RUNS)),
+        *("--python-runs", str(PYTHON_RUNS)),
     ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stdout + done.stderr
     return {"json": json.loads(output.read_text()), "stdout": done.stdout}
 
@@ -107,9 +112,18 @@ def test_the_command_completes_and_writes_every_key(bench: dict[str, Any]) -> No
 
     assert result["peers"] is None
     assert result["ratio_vs_dbos"] is None and result["ratio_vs_temporal"] is None
-    [amber] = result["engines"]
+    [amber, python] = result["engines"]
     assert amber["engine"] == "amber" and amber["errors"] == 0
     assert amber["workflows_per_s"] == throughput["workflows_per_s"]
+    # The same workload with Python guests, on the same server and workers.
+    assert (python["config"], python["errors"]) == ("python", 0)
+    assert python["workflows_per_s"] == result["python"]["workflows_per_s"] > 0
+    assert result["python"]["n"] == PYTHON_RUNS and result["python"]["component_bytes"] > 10**6
+    ratio = result["targets"]["python_vs_c_throughput"]["measured"]
+    assert ratio == pytest.approx(python["workflows_per_s"] / amber["workflows_per_s"], abs=1e-3)
+    py_sandbox = result["python"]["sandbox"]
+    assert py_sandbox["compile_s"] > py_sandbox["cache_load_ms"] / 1000 > 0
+    assert result["targets"]["python_fresh_activation_ms"]["measured"] > 0
     assert set(TARGETS) <= set(result["targets"])
     for name, target in result["targets"].items():
         assert set(target) >= {"target", "measured", "met"}, name
@@ -201,7 +215,7 @@ def test_the_peers_figures_are_read_and_set_beside_ambers(
     p50 = comparison["ratios"]["idle_p50_vs_dbos_best_p50"]
     assert (p50["best_config"], p50["best"]) == ("d_inproc_async", 26)
     configs = [row["config"] for row in comparison["engines"]]
-    assert configs == ["server+1w", "t_file_sandbox", "d_inproc_sync", "d_inproc_async"]
+    assert configs == ["server+1w", "python", "t_file_sandbox", "d_inproc_sync", "d_inproc_async"]
     target = comparison["targets"]["throughput_vs_dbos"]
     assert target["met"] is (target["measured"] >= 10)
     table = format_table(comparison, amber)
