@@ -24,4 +24,9 @@ def register(
     p.add_argument("--listen", default="127.0.0.1:7233")
     p.add_argument("--once", action="store_true", help="exit after the demo run")
     p.add_argument("--no-demo", action="store_true")
+    p.add_argument(
+        "--python",
+        action="store_true",
+        help="the demo's workflow in Python (abi/samples/orders.py)",
+    )
     p.set_defaults(local=dev)

@@ -32,6 +32,7 @@ from amber.surgical_pool import SurgicalWorker
 
 from . import _output as out
 from ._build import build_module
+from ._build_python import build_python_guest
 from ._operator import TOKEN_FILE, save_token
 from ._processes import on_signals, worker_ready
 
@@ -42,6 +43,8 @@ DEV_METRICS_PORT = 7235
 WORKER_TOKEN_FILE = "worker-token"
 """The dev workers' credential, beside the admin's `token` under the home."""
 SAMPLE_SOURCE = Path(abi.__file__).resolve().parent / "samples" / "orders.c"
+PYTHON_SAMPLE_SOURCE = SAMPLE_SOURCE.with_suffix(".py")
+"""The same workflow in Python (`amber dev --python`)."""
 DEMO_INPUT = {"order_id": "A-1001", "sku": "BOOK-42", "quantity": 2, "amount_cents": 3998}
 
 
@@ -100,7 +103,7 @@ def dev(args: argparse.Namespace) -> int:
     status = 0
     try:
         if not args.no_demo:
-            status = _demo(client, home)
+            status = _demo(client, home, python=args.python)
         print(f"[dev] ready in {time.monotonic() - started:.1f} s", flush=True)
         if not args.once:
             print(
@@ -156,17 +159,25 @@ def _surgical_worker(client: AmberClient, home: Path) -> SurgicalWorker:
     return surgeon
 
 
-def _demo(client: AmberClient, home: Path) -> int:
-    wasm_path = home / "build" / "orders.wasm"
-    built = build_module(SAMPLE_SOURCE, wasm_path)
-    print(f"[dev] built {SAMPLE_SOURCE.name} -> {wasm_path} ({built.size} bytes)", flush=True)
+def _demo(client: AmberClient, home: Path, *, python: bool = False) -> int:
+    if python:
+        source = PYTHON_SAMPLE_SOURCE
+        wasm_path = home / "build" / "orders_py.wasm"
+        print(f"[dev] building {source.name} with componentize-py (20-60 s)", flush=True)
+        built = build_python_guest(source, wasm_path)
+    else:
+        source = SAMPLE_SOURCE
+        wasm_path = home / "build" / "orders.wasm"
+        built = build_module(source, wasm_path)
+    print(f"[dev] built {source.name} -> {wasm_path} ({built.size} bytes)", flush=True)
     uploaded = client.upload_version(wasm_path.read_bytes(), promote=True)
     version = uploaded.version
     print(f"[dev] version {version.digest[:16]} serves {', '.join(version.manifest.workflows)}")
     workflow_id = f"demo-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
     started = client.start_run("orders", DEMO_INPUT, workflow_id=workflow_id)
     print(f"[dev] started run {started.run.run_id} (workflow id {workflow_id})", flush=True)
-    run = client.result(started.run.run_id, wait_s=60)
+    # The worker compiles a Python component on first use (seconds; cached after that).
+    run = client.result(started.run.run_id, wait_s=180 if python else 60)
     print()
     print(out.run_text(run))
     print()
