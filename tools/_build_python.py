@@ -74,6 +74,10 @@ class _Host:
     def sleep(self, ms):
         _host.sleep(ms)
 
+    def await_next(self, envelope):
+        following = _host.await_next(envelope.decode("latin-1"))
+        return None if following is None else following.encode("latin-1")
+
 
 _HOST = _Host()
 

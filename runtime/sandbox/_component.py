@@ -24,7 +24,7 @@ from typing import Any, Final, TypeVar
 import wasmtime
 from wasmtime.component import Component, Linker
 
-from amber.abi import COMPONENT_HOST_INTERFACE, latin1_bytes, latin1_text
+from amber.abi import COMPONENT_HOST_INTERFACE, MAX_ENVELOPE_BYTES, latin1_bytes, latin1_text
 from amber.runtime.model import (
     AbiViolation,
     DeadlineExceeded,
@@ -119,6 +119,7 @@ class ComponentHost:
 
     def _define_host(self) -> None:
         with self.linker.root() as root, root.add_instance(COMPONENT_HOST_INTERFACE) as inst:
+            inst.add_func("await-next", self._wrap("await_next", _await_next))
             inst.add_func("now", self._wrap("now", lambda st: take_now(st)))
             inst.add_func(
                 "random", self._wrap("random", lambda st, n: latin1_text(take_random(st, n)))
@@ -161,6 +162,19 @@ class ComponentHost:
 
 def _detail(args: tuple[Any, ...]) -> str:
     return ", ".join(f"{len(a)} B" if isinstance(a, str) else str(a) for a in args)
+
+
+def _await_next(state: HostCalls, envelope: str) -> str | None:
+    """A waiting workflow's output; the run's next input when a keeper holds this instance
+    (`StickySandbox`: the call blocks until then), else None (the guest returns the output)."""
+    if state.kind is not ActivationKind.WORKFLOW:
+        raise AbiViolation("await-next is only available to workflow code")
+    output = _bytes_arg("await-next", envelope)
+    if len(output) > MAX_ENVELOPE_BYTES:
+        raise AbiViolation(f"await-next: an envelope of {len(output)} B")
+    if state.resume is None or state.query:
+        return None
+    return latin1_text(state.resume(output))
 
 
 def _log(state: HostCalls, level: int, line: str) -> None:

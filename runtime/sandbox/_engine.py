@@ -67,7 +67,8 @@ class LoadedModule:
     http: HttpPolicy | None
     """The module's declared HTTP allowlist (None: no HTTP capability)."""
     continues: bool = False
-    """It imports `await_next`: a live instance can go on after a wait (`StickySandbox`)."""
+    """It imports `await_next` (a component: `await-next`): a live instance can go on after a
+    wait (`StickySandbox`)."""
 
 
 def _once(fetch: Callable[[], bytes]) -> Callable[[], bytes]:
@@ -140,6 +141,7 @@ class SandboxEngine:
             component=component,
             activities=frozenset(manifest.activities),
             http=http_policy(manifest),
+            continues=True,  # every component imports the whole host interface: await-next
         )
 
     def _load_module(self, digest: str, fetch: Callable[[], bytes]) -> LoadedModule:

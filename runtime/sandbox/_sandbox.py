@@ -58,7 +58,7 @@ from ._host import (
     Suspended,
 )
 from ._http import HttpPolicy
-from ._wasi import GuestIO
+from ._wasi import GuestIO, WasiStubs
 
 _WASM_PAGE = 65536
 _U64 = (1 << 64) - 1
@@ -223,6 +223,9 @@ class _Slice:
 
     continued: bool = False
     """It went on from a wait (not the instance's first stretch)."""
+    wasi: WasiStubs | None = None
+    """A component's WASI routing, switched with the host calls' (None: a core module)."""
+    io: GuestIO | None = None
 
     def output(self, envelope: bytes, *, suspended: bool) -> RawOutput:
         return _output(
@@ -232,6 +235,8 @@ class _Slice:
     def pause(self) -> None:
         """The guest waits: host calls route nowhere until `resume`."""
         self.host.activate(None)
+        if self.wasi is not None:
+            self.wasi.activate(None)
 
     def resume(self, request: ActivationRequest) -> bytes:
         """Set the next stretch up for `request` (same run) and return its input envelope.
@@ -252,6 +257,9 @@ class _Slice:
         store.set_epoch_deadline(_deadline_ticks(limits))
         self.usage.fuel = limits.fuel
         self.host.activate(state)
+        if self.wasi is not None and self.io is not None:
+            self.io.stderr.clear()  # a fault's explanation is this stretch's
+            self.wasi.activate(self.io)
         return request.input
 
 
@@ -312,7 +320,7 @@ class Sandbox:
     def _run(self, request: ActivationRequest, live: LiveHooks | None = None) -> RawOutput:
         loaded = self._load(request.digest)
         if loaded.component is not None:
-            return self._run_component(loaded.component, request)
+            return self._run_component(loaded.component, request, live)
         pre = loaded.pre
         assert pre is not None
         limits = request.limits
@@ -351,9 +359,11 @@ class Sandbox:
             return slice_.output(envelope, suspended=suspended)
         return _output(envelope, suspended, state, usage, started)
 
-    def _run_component(self, component: Component, request: ActivationRequest) -> RawOutput:
-        """A Python guest's activation: always a fresh instance (a component cannot go on
-        after a trap, and it has no `await_next`)."""
+    def _run_component(
+        self, component: Component, request: ActivationRequest, live: LiveHooks | None = None
+    ) -> RawOutput:
+        """A Python guest's activation, in a fresh instance; with `live`, the instance goes on
+        through its waits (`await-next`) as a core module's does through `await_next`."""
         limits = request.limits
         started = time.monotonic()
         state = HostCalls(
@@ -376,6 +386,16 @@ class Sandbox:
         io = GuestIO(deterministic=request.kind is ActivationKind.WORKFLOW, seed=request.run_id)
         name = request.export.partition(".")[2]
         host = self._engine.host
+        if live is not None:
+            slice_ = _Slice(
+                state=state,
+                usage=usage,
+                started=started,
+                host=host,
+                wasi=self._engine.components.wasi,
+                io=io,
+            )
+            state.resume = lambda envelope: live.suspended(slice_, envelope)
         host.activate(state)
         try:
             text = self._engine.components.call(
@@ -394,6 +414,8 @@ class Sandbox:
         finally:
             host.activate(None)
         suspended = request.kind is ActivationKind.WORKFLOW and _status(envelope) == "suspended"
+        if live is not None:
+            return slice_.output(envelope, suspended=suspended)
         return _output(envelope, suspended, state, usage, started)
 
     def _call(

@@ -138,6 +138,9 @@ class FakeHost:
     def sleep(self, ms: int) -> None:
         self.sleeps.append(ms)
 
+    def await_next(self, envelope: bytes) -> bytes | None:
+        return None  # keeps no instance: every activation replays from the top
+
 
 class ReplayHost(FakeHost):
     """A host for activations that must take every value from history."""

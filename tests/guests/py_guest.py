@@ -80,7 +80,41 @@ def counts_down(payload):
     workflow.continue_as_new({"n": n - 1})
 
 
+_seen_steps = []
+"""Module state a workflow mutates between its activations (see `remembers`)."""
+
+
+@workflow.defn
+def remembers(payload):
+    # Deterministic all the same: a fresh instance starts from the built snapshot and replays
+    # every step, a live instance of the run goes on from its last step; never shared by runs.
+    for _ in range(3):
+        _seen_steps.append(1)
+        workflow.execute_activity("greet", {"name": str(len(_seen_steps))})
+    return {"seen": len(_seen_steps)}
+
+
 # ---- hostile ---------------------------------------------------------------------------------
+
+
+@workflow.defn
+def returns_a_set(payload):
+    return {1, 2}  # msgpack (JSON) has no sets
+
+
+@activity.defn
+def dials(args):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", 5432), timeout=1):
+        return "connected"
+
+
+@workflow.defn
+def dialing(payload):
+    return workflow.execute_activity(
+        "dials", {}, retry_policy=RetryPolicy(maximum_attempts=1), start_to_close_timeout=10
+    )
 
 
 @workflow.defn

@@ -17,9 +17,10 @@ from typing import Any
 import msgpack
 import pytest
 
-from amber.abi import InvalidInput, RecordNow, ScheduleActivity, WorkflowStatus
+from amber.abi import InvalidInput, RecordNow, RecordRandom, ScheduleActivity, WorkflowStatus
 from amber.history import EventType, RunStatus
 from amber.runtime.client._client import decode
+from amber.runtime.model._clock import SystemClock
 from amber.runtime.model._faults import (
     AbiViolation,
     GuestTrap,
@@ -30,11 +31,13 @@ from amber.runtime.model._faults import (
 )
 from amber.runtime.model._ids import new_run_id
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
+from amber.runtime.sandbox import SandboxEngine, StickySandbox, guest_runner
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
+from amber.runtime.worker._worker import Worker, WorkerSettings
 from amber.tools._build import BuildResult
 from tests.conftest import ARTIFACTS, ROOT, InProcessServer
 
-from ._engine_helpers import drive, make_worker, query, settle
+from ._engine_helpers import drive, make_worker, query, serving, settle
 
 LIMITS = SandboxLimits(fuel=2_000_000_000, memory_bytes=48 * 2**20, deadline_s=10.0)
 
@@ -233,3 +236,99 @@ def test_a_python_run_and_a_python_fault_replay_offline_from_their_triage_bundle
             assert doc["replayed"]["reason"] == "trap"
             assert "KeyError" in doc["replayed"]["message"]
             assert doc["replayed"]["fuel_used"] == doc["recorded"]["fuel_used"]
+
+
+def test_a_python_run_goes_on_in_its_live_instance_and_decides_what_a_replay_decides(
+    srv: InProcessServer, py_sandbox: Sandbox, python_built: dict[str, BuildResult]
+) -> None:
+    """Each prefix of a finished run's history (cut after every activity result) activated
+    on a live instance gives the same step as a fresh replay from the top."""
+    worker = make_worker(srv.client, py_sandbox)
+    run_id = srv.client.start_run("hello", {"name": "Ada"}).run.run_id
+    drive(worker, srv.client, run_id)
+    history = tuple(srv.client.history(run_id))
+    cuts = [i + 1 for i, e in enumerate(history) if e.type is EventType.ACTIVITY_COMPLETED]
+    cuts += [i + 1 for i, e in enumerate(history) if e.type is EventType.ACTIVITY_FAILED]
+    assert len(cuts) == 2  # greet, then flaky (its failed first attempt is no event)
+    digest = _digest(python_built)
+    engine = py_sandbox._engine  # the session's: the component is compiled already
+    with StickySandbox(py_sandbox, engine.activation_lock) as sticky:
+        for cut in sorted(cuts):
+            activation = WorkflowActivation(
+                run_id=run_id,
+                workflow_type="hello",
+                digest=digest,
+                input=msgpack.packb({"name": "Ada"}),
+                events=history[:cut],
+                limits=LIMITS,
+            )
+            live = activate_workflow(sticky, activation)
+            fresh = activate_workflow(py_sandbox, activation)
+            assert (live.status, _shapes(live.new_commands), _unrolled(live.result)) == (
+                fresh.status,
+                _shapes(fresh.new_commands),
+                _unrolled(fresh.result),
+            )
+        assert sticky.hits == 1 and sticky.misses == 1  # one instance served the whole run
+
+
+def _shapes(commands: tuple[object, ...]) -> list[object]:
+    """New commands, with the values the host hands out fresh each time (a new `now` or
+    `random`) left out."""
+    return [type(c) if isinstance(c, RecordNow | RecordRandom) else c for c in commands]
+
+
+def _unrolled(result: bytes | None) -> object:
+    """A result without its `roll`, drawn fresh (a new `random`) by whichever activation
+    completes the run."""
+    if result is None:
+        return None
+    doc = msgpack.unpackb(result)
+    return {k: v for k, v in doc.items() if k != "roll"}
+
+
+def test_python_runs_complete_through_a_sticky_worker_and_module_state_stays_per_run(
+    srv: InProcessServer, python_built: dict[str, BuildResult]
+) -> None:
+    engine = SandboxEngine(ARTIFACTS)
+    runner = guest_runner(
+        engine, SystemClock(), srv.client.get_module, artifact_dir=ARTIFACTS, guests=1,
+        sticky_runs=8,
+    )  # fmt: skip
+    assert isinstance(runner, StickySandbox)
+    worker = Worker(srv.client, runner, WorkerSettings(worker_id="py-sticky", poll_wait_s=0.2))
+    try:
+        with serving(worker):
+            runs = [srv.client.start_run("remembers", {}).run.run_id for _ in range(3)]
+            hello = srv.client.start_run("hello", {"name": "Bo"}).run.run_id
+            ended = [srv.client.result(r, wait_s=60) for r in [*runs, hello]]
+    finally:
+        runner.close()
+        engine.close()
+    assert [r.status for r in ended] == [RunStatus.COMPLETED] * 4
+    # A module global the workflow appends to once per step: 3 in every run, whether a step
+    # went on in the run's live instance or replayed from the top in a fresh one.
+    assert [decode(r.result) for r in ended[:3]] == [{"seen": 3}] * 3
+    assert decode(ended[3].result)["greeting"] == "hello Bo"
+    assert runner.hits > 0
+
+
+def test_a_value_msgpack_cannot_carry_and_a_socket_end_in_typed_failures(
+    srv: InProcessServer, py_sandbox: Sandbox, python_built: dict[str, BuildResult]
+) -> None:
+    with pytest.raises(GuestTrap, match="TypeError"):
+        _activate(py_sandbox, _digest(python_built), "returns_a_set")
+    worker = make_worker(srv.client, py_sandbox)
+    run_id = srv.client.start_run("dialing", {}).run.run_id
+    settle(worker)
+    events = srv.client.history(run_id)
+    failure = srv.client.describe(run_id).recent_failures
+    # No network for guests: the socket call either fails as an activity error (CPython's
+    # socket module without a network) or reaches a WASI socket function, which traps.
+    # No network for guests: componentize-py's CPython has no socket module at all.
+    assert [(f.reason, f.message) for f in failure] == [
+        ("application_error", "ModuleNotFoundError: No module named 'socket'")
+    ]
+    assert events[-1].type is EventType.ACTIVITY_FAILED or EventType.RUN_FAILED in {
+        e.type for e in events
+    }

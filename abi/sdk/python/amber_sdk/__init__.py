@@ -17,10 +17,15 @@ Design:
   cancellation delivered once, `is_replaying`, the three `patched` rules and the bytes of every
   command (options keys in `amber_commands.h`'s order) are the same as `amber.h`'s, because
   the host replays and compares both kinds of guest the same way.
-- **Synchronous workflow functions, replayed from the top.** An await whose result history
-  lacks unwinds the function with a private `BaseException` caught at the entry point; the
-  activation returns "suspended" with every command so far, and the next one runs the function
-  again with more results. No threads, no asyncio, no sticky instances.
+- **Synchronous workflow functions, replayed from the top or kept alive.** An await whose
+  result history lacks offers the "suspended" output (every command so far) to the host's
+  `await_next`. A host that keeps the instance for the run (a *sticky* instance, as for C
+  guests) answers with the run's next input envelope, and the function goes on from that await
+  inside the same call, with its replay state refreshed exactly as `amber__wf_refresh` does.
+  Otherwise the function unwinds with a private `BaseException` caught at the entry point, the
+  activation returns that output, and the next one runs the function again from the top. Both
+  paths produce the same bytes for the same history, so the host may switch at any activation.
+  No threads, no asyncio.
 - **Batch entry points.** `run_workflow` / `run_activity` take the input envelope and return
   the output envelope; host calls go through a `GuestHost` object (the generated glue wraps the
   component's imports; tests pass a fake).
@@ -34,6 +39,9 @@ Rejected alternatives:
   replay would have to pin down, for no gain in a guest that runs one activation per call.
 - *Generators/coroutines driven by the SDK*: every await site would need `yield`, and a
   forgotten one silently skips an await.
+- *Sticky instances by parking the Python stack (a thread or a greenlet per run)*: they need
+  threads or a C extension the component lacks; a host call that returns later parks the
+  stack just as well.
 - *Wrapping the C SDK in a native extension*: its awaits end the activation inside a host call
   that never returns, which does not fit a Python call stack, and it would add a wasm C
   toolchain next to componentize-py.

@@ -1,20 +1,32 @@
 """The entry points the component's generated glue calls: one workflow activation, one
 activity attempt, and the manifest.
 
+An await whose result history lacks first offers the "suspended" output (every command so far)
+to `host.await_next`. A host that keeps the instance for the run (a *sticky* instance) answers
+with the run's next input envelope, and the function goes on from that await with the grown
+history, inside this same call: one `run_workflow` call then spans several activations, each
+ending where the host is handed an output (an `await_next` offer, or the return value). The
+function's outcome and every output are byte for byte those of a replay from the top of the
+same history, which is what lets the host run any activation fresh instead. A host that does
+not keep it answers None, and the SDK unwinds the function. Queries never wait. An answer that
+is not the same run's grown history is the host's bug: `run_workflow` raises it.
+
 A workflow activation ends in one of five ways, decided here:
 
-| how the function ended                          | output                                    |
-|-------------------------------------------------|-------------------------------------------|
-| an await lacked its result (the SDK unwound it) | "suspended", every command so far         |
-| `workflow.continue_as_new(x)`                   | "continue_as_new", result = msgpack(x)    |
-| returned `x`                                    | "completed", result = msgpack(x)          |
-| raised `ApplicationError` (or a subclass)       | "failed", error = [type, message]         |
-| raised `CancelledError`                         | "cancelled", error = ["Cancelled", reason] |
+| how the function ended                            | output                                    |
+|---------------------------------------------------|-------------------------------------------|
+| an await lacked its result, and `await_next` gave | "suspended", every command so far (the    |
+| None (the SDK unwound it)                         | envelope offered to `await_next`)         |
+| `workflow.continue_as_new(x)`                     | "continue_as_new", result = msgpack(x)    |
+| returned `x`                                      | "completed", result = msgpack(x)          |
+| raised `ApplicationError` (or a subclass)         | "failed", error = [type, message]         |
+| raised `CancelledError`                           | "cancelled", error = ["Cancelled", reason] |
 
 Any other exception is a bug in the workflow code: its traceback goes to stderr and it
 propagates, so the host records a sandbox fault an operator can triage (and fix with a new
 version). Once the SDK unwound the function, that unwind is the outcome whatever the code did
-afterwards (a `finally`, a swallowed `BaseException`).
+afterwards (a `finally`, a swallowed `BaseException`). The determinism guard is installed for
+the whole call, the stretches spent inside `await_next` included, and lifted when it returns.
 """
 
 from __future__ import annotations
@@ -26,7 +38,7 @@ from typing import Any
 
 from . import _activity, _envelopes, _guard, _msgpack, _registry
 from ._envelopes import WorkflowStatus
-from ._errors import ApplicationError, CancelledError, _ContinueAsNew, _Suspend, _Unwind
+from ._errors import ApplicationError, CancelledError, _ContinueAsNew, _HostError, _Suspend, _Unwind
 from ._host import GuestHost
 from ._replay import CANCELLED, Activation, active
 
@@ -34,9 +46,11 @@ __all__ = ["GuestHost", "manifest", "run_activity", "run_workflow"]
 
 
 def run_workflow(name: str, envelope: bytes, host: GuestHost) -> bytes:
-    """One activation of workflow type `name`: the input envelope in, the output envelope out.
-    Raises for an unknown name, a malformed envelope and a bug in the workflow code (the host
-    sees a trap); the traceback is written to stderr first."""
+    """One activation of workflow type `name`: the input envelope in, the output envelope out
+    (and, when `host.await_next` keeps the instance, the activations after it: see the module
+    docstring). Raises for an unknown name, a malformed envelope, an `await_next` answer that
+    is not the run's next input, and a bug in the workflow code (the host sees a trap); the
+    traceback is written to stderr first."""
     try:
         return _activate(name, bytes(envelope), host)
     except BaseException:
@@ -78,13 +92,14 @@ def _closed(activation: Activation, exc: BaseException) -> bytes:
 
 
 def _unwound(activation: Activation, unwind: _Unwind | None) -> bytes:
-    commands = activation.commands
     if isinstance(unwind, _ContinueAsNew):
         return _envelopes.workflow_output(
-            WorkflowStatus.CONTINUE_AS_NEW, commands, result=unwind.payload
+            WorkflowStatus.CONTINUE_AS_NEW, activation.commands, result=unwind.payload
         )
+    if isinstance(unwind, _HostError):
+        raise unwind.error
     assert isinstance(unwind, _Suspend), unwind
-    return _envelopes.workflow_output(WorkflowStatus.SUSPENDED, commands)
+    return unwind.output
 
 
 def run_activity(name: str, envelope: bytes, host: GuestHost) -> bytes:

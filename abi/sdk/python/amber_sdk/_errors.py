@@ -9,7 +9,8 @@
 - `NondeterminismError` is a bug in workflow code (a clock read, a random draw); it is not meant
   to be caught, and the activation traps.
 - `_Unwind` and its subclasses are how the SDK ends an activation early (suspension,
-  continue-as-new). They derive from `BaseException` and are caught only at the entry point.
+  continue-as-new, a host that broke the contract while the workflow waited). They derive from
+  `BaseException` and are caught only at the entry point.
 """
 
 from __future__ import annotations
@@ -105,7 +106,23 @@ class _Unwind(BaseException):
 
 
 class _Suspend(_Unwind):
-    """An await needs a result history does not hold yet."""
+    """An await needs a result history does not hold yet (or history does not match the code):
+    the activation's output is `output`, status "suspended" with every command issued."""
+
+    def __init__(self, output: bytes) -> None:
+        super().__init__()
+        self.output = output
+
+
+class _HostError(_Unwind):
+    """The host answered `await_next` with something that is not the run's next input envelope
+    (another run, a history that shrank, a malformed envelope): a host bug. The activation
+    raises `error` at the entry point (the host sees a trap), whatever the workflow code does
+    after this unwind, so an `except Exception` around an await cannot turn it into a result."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _ContinueAsNew(_Unwind):

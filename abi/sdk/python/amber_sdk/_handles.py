@@ -2,7 +2,7 @@
 
 A handle is the command's index. `result()` is an await (`amber_await`): it returns the recorded
 result, raises the recorded error, raises the run's cancellation once if it is due there, or
-suspends the activation when history does not hold the result yet. Awaiting the same handle
+waits (suspends the activation) when history does not hold the result yet. Awaiting the same handle
 again is allowed and reads the same result (a result an await skipped for the cancellation is
 still there). `workflow.wait_any` awaits whichever of several was delivered first.
 """

@@ -14,6 +14,13 @@ __all__ = ["GuestHost"]
 class GuestHost(Protocol):
     """The host imports an activation may call (abi/README.md, "Host imports")."""
 
+    def await_next(self, envelope: bytes) -> bytes | None:
+        """Workflows: an await lacks its result, and `envelope` is the output so far (status
+        "suspended", every command issued). Return the run's next input envelope to keep this
+        instance (same run, history only grown: the workflow goes on from the await), or None
+        to end the activation with `envelope` as its output."""
+        ...
+
     def now(self) -> int:
         """Milliseconds since the Unix epoch. Workflows: only for a new `now` command."""
         ...

@@ -14,26 +14,42 @@ host compares a Python guest's commands with history exactly as it compares a C 
   seq among results and the cancel request) is consumed. Without `recorded`, only that last rule.
 - `patched` (`amber_patched`): the ABI's three rules at the next command index.
 
-An await whose result history lacks raises `_Suspend`; so does a result of the wrong kind (the
-code no longer matches its history): the activation then ends "suspended" with every command so
-far, and the host reports the non-determinism at that position, as it does for the C SDK. The
-activation remembers the first unwind, so code that swallows it and goes on changes nothing.
+- Sticky instances (`amber__wf_wait`, `amber__wf_refresh`): an await whose result history lacks
+  offers the "suspended" output (every command so far) to `host.await_next`. A host that keeps
+  the instance answers with the run's next input envelope: its results and `recorded` replace
+  the ones read so far, so does its cancel request unless one was read already, and the await
+  checks again. A newer entry than before is unconsumed, unless it is the marker of a
+  `now`/`random`/`patched` this instance issued before it waited: a replay from the top reads
+  that marker on its way to the await, so it counts as caught up. From that await on the code
+  sees exactly what a replay from the top of the same history sees. Queries never wait (the
+  host would refuse to keep their instance).
 
-Python guests have no sticky instances (the component's world has no `await_next`), so there is
-no refresh: each activation replays from the top.
+An await whose result history lacks raises `_Suspend` when the host does not keep the instance;
+so does a result of the wrong kind (the code no longer matches its history) at once: the
+activation then ends "suspended" with every command so far, and the host reports the
+non-determinism at that position, as it does for the C SDK. An `await_next` answer that is not
+the same run's grown history raises `_HostError` (the host sees a trap). The activation
+remembers the first unwind, so code that swallows it and goes on changes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import _commands
+from . import _commands, _envelopes
 from ._commands import Command, CommandKind
-from ._envelopes import Recorded, WorkflowInput
-from ._errors import CancelledError, NondeterminismError, _ContinueAsNew, _Suspend, _Unwind
+from ._envelopes import CancelRequest, Recorded, WorkflowInput, WorkflowStatus
+from ._errors import (
+    CancelledError,
+    NondeterminismError,
+    _ContinueAsNew,
+    _HostError,
+    _Suspend,
+    _Unwind,
+)
 from ._host import GuestHost
 
 __all__ = ["RANDOM_MAX", "Activation", "Outcome", "WorkflowInfo", "active", "current"]
@@ -42,6 +58,9 @@ RANDOM_MAX = 1024
 """Most bytes one `random` command may record (the host import's limit)."""
 
 CANCELLED = "Cancelled"
+
+_MARKERS = frozenset({CommandKind.NOW, CommandKind.RANDOM, CommandKind.PATCHED})
+"""The kinds whose recorded result is the command's own marker, read without awaiting."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,15 +97,13 @@ class Activation:
         self.unwind: _Unwind | None = None
         """The first unwind raised; the activation's outcome whatever the code does next (no
         command can be issued after it: `issue` re-raises it)."""
+        self._input = envelope.input
         self._results = envelope.results
         self._has_recorded = envelope.recorded is not None
         self._recorded = envelope.recorded or 0
         self._cancel = envelope.cancel
         self._cancel_delivered = False
-        seqs = [r.seq for r in self._results.values()]
-        if self._cancel is not None:
-            seqs.append(self._cancel.seq)
-        self._newest_seq = max(seqs, default=-1)
+        self._newest_seq = _newest_seq(self._results, self._cancel)
         self._caught_up = False
 
     # ---- state ----------------------------------------------------------------------------
@@ -128,9 +145,12 @@ class Activation:
         self.unwind = unwind
         raise unwind
 
+    def _suspended_output(self) -> bytes:
+        return _envelopes.workflow_output(WorkflowStatus.SUSPENDED, self.commands)
+
     def suspend(self) -> NoReturn:
         """End the activation "suspended" with every command issued so far."""
-        self._end(_Suspend())
+        self._end(_Suspend(self._suspended_output()))
 
     def continue_as_new(self, payload: bytes) -> NoReturn:
         self.check_live()
@@ -163,12 +183,13 @@ class Activation:
         cancellation when it is due here (`amber_await`)."""
         self.check_live()
         self._awaitable(index)
-        recorded = self._results.get(index)
-        if self._cancel_due(recorded):
-            self._deliver_cancel()
-        if recorded is None:
-            self.suspend()
-        return self._resolve(index, recorded)
+        while True:
+            recorded = self._results.get(index)
+            if self._cancel_due(recorded):
+                self._deliver_cancel()
+            if recorded is not None:
+                return self._resolve(index, recorded)
+            self._wait()
 
     def await_first(self, indices: Sequence[int]) -> int:
         """The position in `indices` of the command delivered first (smallest delivery seq;
@@ -179,18 +200,102 @@ class Activation:
             raise ValueError("await_first needs at least one handle")
         for index in indices:
             self._awaitable(index)
-        first: Recorded | None = None
-        at = 0
-        for position, index in enumerate(indices):
-            recorded = self._results.get(index)
-            if recorded is not None and (first is None or recorded.seq < first.seq):
-                first, at = recorded, position
-        if self._cancel_due(first):
-            self._deliver_cancel()
-        if first is None:
-            self.suspend()
-        self._resolve(indices[at], first)
-        return at
+        while True:
+            first: Recorded | None = None
+            at = 0
+            for position, index in enumerate(indices):
+                recorded = self._results.get(index)
+                if recorded is not None and (first is None or recorded.seq < first.seq):
+                    first, at = recorded, position
+            if self._cancel_due(first):
+                self._deliver_cancel()
+            if first is not None:
+                self._resolve(indices[at], first)
+                return at
+            self._wait()
+
+    # ---- waiting (sticky instances) -------------------------------------------------------
+
+    def _wait(self) -> None:
+        """Offer every command so far to the host and wait for history to grow
+        (`amber__wf_wait`). Returns with the state refreshed from the run's next input envelope
+        when the host keeps this instance; otherwise ends the activation "suspended" with that
+        same output. The caller then checks its await again."""
+        output = self._suspended_output()
+        if self.info.query is not None:  # a query ends where it waits; the host refuses to keep it
+            self._end(_Suspend(output))
+        try:
+            following = self.host.await_next(output)
+            request = None if following is None else self._next_input(following)
+        except Exception as exc:
+            self._end(_HostError(exc))
+        if request is None:
+            self._end(_Suspend(output))
+        self._refresh(request)
+
+    def _next_input(self, data: object) -> WorkflowInput:
+        """Read `await_next`'s answer, which must be this run's input with history only grown
+        (the checks `amber__wf_refresh` leaves to the host: a Python guest can afford them)."""
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise TypeError(f"host.await_next() returned {type(data).__name__}, not bytes")
+        request = _envelopes.parse_workflow_input(bytes(data))
+        info = self.info
+        if (request.run_id, request.workflow, request.input) != (
+            info.run_id,
+            info.workflow_type,
+            self._input,
+        ):
+            raise ValueError(
+                f"await_next: the next input envelope is run {request.run_id!r} "
+                f"({request.workflow!r}), not this activation's run {info.run_id!r} "
+                f"({info.workflow_type!r}) with the same input"
+            )
+        if request.query is not None:
+            raise ValueError("await_next: a query's envelope cannot go to a waiting workflow")
+        for cmd, recorded in self._results.items():
+            if request.results.get(cmd) != recorded:
+                raise ValueError(
+                    f"await_next: the result of command {cmd} was {recorded}, now "
+                    f"{request.results.get(cmd)}: history only grows"
+                )
+        if (
+            self._has_recorded
+            and request.recorded is not None
+            and request.recorded < self._recorded
+        ):
+            raise ValueError(
+                f"await_next: 'recorded' went from {self._recorded} to {request.recorded}: "
+                "history only grows"
+            )
+        if self._cancel is not None and request.cancel != self._cancel:
+            raise ValueError(
+                f"await_next: the cancel request was {self._cancel}, now {request.cancel}: "
+                "history only grows"
+            )
+        return request
+
+    def _refresh(self, request: WorkflowInput) -> None:
+        """Take the run's grown history (`amber__wf_refresh`): the code goes on from the await
+        exactly as a replay from the top of that history reaches it."""
+        newest = self._newest_seq
+        self._results = request.results
+        self._has_recorded = request.recorded is not None
+        self._recorded = request.recorded or 0
+        if self._cancel is None:  # recorded once, never changes
+            self._cancel = request.cancel
+        self._newest_seq = _newest_seq(self._results, self._cancel)
+        if self._newest_seq == newest:
+            return
+        # A newer entry, not consumed yet, unless it is the marker of a now, random or patched
+        # command this instance issued before it waited (recorded since): a replay from the top
+        # reads that marker on its way here, and so has caught up with it.
+        commands = self.commands
+        self._caught_up = any(
+            recorded.seq == self._newest_seq
+            and cmd < len(commands)
+            and commands[cmd].kind in _MARKERS
+            for cmd, recorded in self._results.items()
+        )
 
     def _resolve(self, index: int, recorded: Recorded) -> Outcome:
         """Read a recorded result (`amber__wf_resolve`); a value of the wrong kind suspends."""
@@ -271,6 +376,12 @@ class Activation:
         if marked:
             self._consumed(index)
         return True
+
+
+def _newest_seq(results: Mapping[int, Recorded], cancel: CancelRequest | None) -> int:
+    """The newest history entry: the highest seq among the results and the cancel; -1: none."""
+    newest = max((r.seq for r in results.values()), default=-1)
+    return max(newest, cancel.seq) if cancel is not None else newest
 
 
 # ---- the activation workflow code runs in --------------------------------------------------

@@ -1,9 +1,11 @@
 """The workflow side: `@workflow.defn` and what workflow code may call.
 
-Workflow functions are plain synchronous functions, run from the top on every activation with
-every result recorded so far (see `_replay`). `start_*` issues a command and returns a handle;
-`execute_*`, `sleep`, `wait_signal` and `request_approval` issue and await at once. Awaiting a
-result history lacks ends the activation ("suspended") by unwinding the function.
+Workflow functions are plain synchronous functions, run from the top with every result
+recorded so far (see `_replay`). `start_*` issues a command and returns a handle; `execute_*`,
+`sleep`, `wait_signal` and `request_approval` issue and await at once. Awaiting a result
+history lacks ends the activation ("suspended"): the call returns later with the result when
+the host keeps the instance, else the SDK unwinds the function and the next activation runs it
+from the top. The code sees the same either way.
 
 Time and randomness go through `now`/`random`/`random_bytes`/`uuid4`, which record their values
 as commands: every replay sees the same ones.
