@@ -7,8 +7,9 @@ same starters as the C phase; `python_vs_c_throughput` is the ratio of the two p
 workflows/s in one bench run.
 
 Sandbox (in this process): compiling the component (CPython in Wasm), loading it from the
-artifact cache, and a trivial activation (a workflow that completes at once: `chain_py` with
-k = 0), fresh each time.
+artifact cache, a trivial activation (a workflow that completes at once: `chain_py` with
+k = 0), fresh each time, and a 20-step run activated step by step from the top and on its live
+instance (the `run_step_by_step` figures the C chain has).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from amber import abi
 from amber.abi import pack
 from amber.runtime.client import AmberClient
 
+from ._bench_sandbox import measure_stepwise
 from ._build import BuildResult
 from ._build_python import build_python_guest
 
@@ -121,6 +123,7 @@ def measure_python_sandbox(wasm: bytes, repetitions: int) -> dict[str, Any]:
                 began = time.perf_counter()
                 sandbox.run(request)
                 times.append(time.perf_counter() - began)
+            stepwise = measure_stepwise(engine, digest, PYTHON_CHAIN_TYPE, repetitions)
         finally:
             engine.close()
     return {
@@ -131,7 +134,8 @@ def measure_python_sandbox(wasm: bytes, repetitions: int) -> dict[str, Any]:
             "p99": round(sorted(times)[int(len(times) * 0.99) - 1] * 1000, 3),
             "repetitions": repetitions,
         },
-        "sticky_activation_us": None,
-        "sticky_note": "Python guests run every activation in a fresh instance (no sticky"
-        " instances for components yet)",
+        "sticky_activation_us": stepwise["sticky_us"]["median"],
+        "sticky_note": "median of a 20-step chain_py run's workflow activations on its live"
+        f" instance (fresh from the top: {stepwise['fresh_us']['median']} µs)",
+        "run_step_by_step": stepwise,
     }

@@ -138,6 +138,27 @@ class _Chain:
     sandbox: RecordingSandbox
     activity_limits: SandboxLimits
     workflow_limits: SandboxLimits
+    workflow: str = "chain"
+    """Its workflow type (`chain_py` for the Python twin, `abi/samples/chain.py`)."""
+
+
+def measure_stepwise(
+    engine: SandboxEngine, digest: str, workflow: str, repetitions: int
+) -> dict[str, Any]:
+    """`run_step_by_step` figures for a chain-shaped module already loadable by `engine`
+    (the Python chain: its activations from the top against on its live instance)."""
+    clock = SystemClock()
+    settings = WorkerSettings(worker_id="bench-sandbox")
+    chain = _Chain(
+        digest=digest,
+        size=0,
+        engine=engine,
+        sandbox=RecordingSandbox(Sandbox(engine, clock, _no_fetch), clock),
+        activity_limits=settings.activity_limits,
+        workflow_limits=settings.workflow_limits,
+        workflow=workflow,
+    )
+    return _stepwise_figures(chain, repetitions)
 
 
 def measure_sandbox(
@@ -376,7 +397,7 @@ def _chain_activation(chain: _Chain, events: tuple[Event, ...]) -> WorkflowActiv
     """The `chain` run with k = 20 at the point `events` have reached, as the worker builds it."""
     return WorkflowActivation(
         run_id=_RUN_ID,
-        workflow_type="chain",
+        workflow_type=chain.workflow,
         digest=chain.digest,
         input=pack({"k": REPLAY_STEPS, "value": _START_VALUE}),
         events=events,
@@ -392,7 +413,7 @@ def _chain_history(chain: _Chain) -> tuple[Event, ...]:
     running that activity in the sandbox).
     """
     started = RunStarted(
-        workflow_type="chain",
+        workflow_type=chain.workflow,
         workflow_id=_RUN_ID,
         tenant="",
         input=_chain_activation(chain, ()).input,

@@ -105,12 +105,20 @@ _COMPONENTIZE: Final = (
 
 
 def build_python_guest(
-    source: Path, output: Path, *, paths: Sequence[Path] = (), timeout_s: float = BUILD_TIMEOUT_S
+    source: Path,
+    output: Path,
+    *,
+    paths: Sequence[Path] = (),
+    artifacts: Path | None = None,
+    timeout_s: float = BUILD_TIMEOUT_S,
 ) -> BuildResult:
     """Build the Python guest `source` (a module using `amber_sdk`) into the component
     `output` (written atomically); `paths` are extra import directories for its own modules.
+    The upload checks compile the component (seconds): with `artifacts` (a sandbox artifact
+    cache, such as `$AMBER_HOME/artifacts`), that compilation is kept there, and a worker,
+    `amber dev` or an offline replay using the same cache loads it instead of compiling again.
     Raises `BuildError` with the tool's output on any failure."""
-    from amber.runtime.sandbox import check_capabilities
+    from amber.runtime.sandbox import SandboxEngine, check_capabilities
     from amber.versions import InvalidModule, validate_module
 
     source = Path(source).resolve()
@@ -131,10 +139,18 @@ def build_python_guest(
         component = built.read_bytes()
     payload = json.dumps(manifest, separators=(",", ":"), ensure_ascii=False).encode()
     component += custom_section(MANIFEST_SECTION, payload)
+    engine = None if artifacts is None else SandboxEngine(artifacts)
     try:
-        validate_module(component, manifest_checks=(check_capabilities,))
+        validate_module(
+            component,
+            manifest_checks=(check_capabilities,),
+            compile_into=None if engine is None else engine.artifacts,
+        )
     except InvalidModule as exc:
         raise BuildError(f"{source}: {exc}") from exc
+    finally:
+        if engine is not None:
+            engine.close()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     partial = output.with_name(f".{output.name}.partial")

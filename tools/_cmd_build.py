@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from amber.history import amber_home
+
 from ._build import BuildError, build_module
 from ._build_python import build_python_guest
 from ._output import emit_json
@@ -16,7 +18,12 @@ def build(args: argparse.Namespace) -> int:
     if source.suffix == ".py":
         if args.define:
             raise BuildError(f"{source}: -D applies to C guests only")
-        result = build_python_guest(source, output, paths=[Path(p) for p in args.path])
+        result = build_python_guest(
+            source,
+            output,
+            paths=[Path(p) for p in args.path],
+            artifacts=amber_home() / "artifacts",  # where a local worker finds it compiled
+        )
     else:
         defines = dict(d.split("=", 1) if "=" in d else (d, "1") for d in args.define)
         result = build_module(source, output, defines=defines)

@@ -164,7 +164,7 @@ def _demo(client: AmberClient, home: Path, *, python: bool = False) -> int:
         source = PYTHON_SAMPLE_SOURCE
         wasm_path = home / "build" / "orders_py.wasm"
         print(f"[dev] building {source.name} with componentize-py (20-60 s)", flush=True)
-        built = build_python_guest(source, wasm_path)
+        built = build_python_guest(source, wasm_path, artifacts=home / "artifacts")
     else:
         source = SAMPLE_SOURCE
         wasm_path = home / "build" / "orders.wasm"
@@ -176,7 +176,6 @@ def _demo(client: AmberClient, home: Path, *, python: bool = False) -> int:
     workflow_id = f"demo-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
     started = client.start_run("orders", DEMO_INPUT, workflow_id=workflow_id)
     print(f"[dev] started run {started.run.run_id} (workflow id {workflow_id})", flush=True)
-    # The worker compiles a Python component on first use (seconds; cached after that).
     run = client.result(started.run.run_id, wait_s=180 if python else 60)
     print()
     print(out.run_text(run))

@@ -31,7 +31,8 @@ class ArtifactCache:
 
     def __init__(self, directory: Path, engine: wasmtime.Engine, engine_flags: str) -> None:
         self._dir = directory
-        self._engine = engine
+        self.engine = engine
+        """The engine artifacts are compiled for (and loaded into)."""
         self._flags_key = hashlib.sha256(engine_flags.encode()).hexdigest()[:16]
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         directory.chmod(0o700)  # artifacts are trusted when loaded: keep others out
@@ -47,14 +48,14 @@ class ArtifactCache:
         path = self.path_for(digest)
         if path.exists():
             try:
-                return wasmtime.Module.deserialize_file(self._engine, str(path))
+                return wasmtime.Module.deserialize_file(self.engine, str(path))
             except wasmtime.WasmtimeError:
                 path.unlink(missing_ok=True)  # incompatible or damaged: rebuild below
         wasm = fetch()
         if hashlib.sha256(wasm).hexdigest() != digest:
             raise InvalidModule(f"module bytes do not match digest {digest}")
         try:
-            module = wasmtime.Module(self._engine, wasm)
+            module = wasmtime.Module(self.engine, wasm)
         except wasmtime.WasmtimeError as exc:
             raise InvalidModule(f"module {digest[:12]} does not compile: {exc}") from exc
         self._write(path, bytes(module.serialize()))
@@ -67,16 +68,17 @@ class ArtifactCache:
         path = self.component_path_for(digest)
         if path.exists():
             try:
-                return Component.deserialize_file(self._engine, str(path))
+                return Component.deserialize_file(self.engine, str(path))
             except wasmtime.WasmtimeError:
                 path.unlink(missing_ok=True)  # incompatible or damaged: rebuild below
         wasm = fetch()
         if hashlib.sha256(wasm).hexdigest() != digest:
             raise InvalidModule(f"module bytes do not match digest {digest}")
         try:
-            component = Component(self._engine, wasm)
+            component = Component(self.engine, wasm)
         except wasmtime.WasmtimeError as exc:
-            raise InvalidModule(f"component {digest[:12]} does not compile: {exc}") from exc
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+            raise InvalidModule(f"component {digest[:12]} does not compile: {first}") from exc
         self._write(path, bytes(component.serialize()))
         self._write(self._manifest_path(digest), _manifest_json(wasm))
         return component

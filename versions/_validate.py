@@ -29,6 +29,7 @@ from amber.abi import (
     read_manifest,
 )
 
+from ._artifacts import ArtifactCache
 from ._errors import InvalidModule, ModuleTooLarge
 from ._registry import DEFAULT_MAX_COMPONENT_BYTES, DEFAULT_MAX_MODULE_BYTES
 
@@ -98,6 +99,7 @@ def validate_module(
     max_bytes: int = DEFAULT_MAX_MODULE_BYTES,
     max_component_bytes: int = DEFAULT_MAX_COMPONENT_BYTES,
     manifest_checks: Sequence[ManifestCheck] = (),
+    compile_into: ArtifactCache | None = None,
 ) -> Manifest:
     """Return the manifest of a module that satisfies ABI v1, or raise `InvalidModule`.
 
@@ -106,7 +108,9 @@ def validate_module(
     exports the manifest promises, and that every import is a known host import.
 
     A component (a Python guest) has its own cap, `max_component_bytes` (CPython makes it
-    ~18 MB), and its own shape checks (`_check_component`).
+    ~18 MB), and its own shape checks (`check_component`). Compiling one takes seconds:
+    `compile_into` (a sandbox engine's artifact cache) keeps the compiled artifact, so the
+    sandbox that runs it next does not compile it again.
     """
     if is_component(wasm):
         if len(wasm) > max_component_bytes:
@@ -114,7 +118,7 @@ def validate_module(
                 f"component is {len(wasm)} bytes; the cap is {max_component_bytes} bytes"
             )
         manifest = _manifest(wasm, manifest_checks)
-        check_component(wasm)
+        check_component(wasm, compile_into=compile_into)
         return manifest
     if len(wasm) > max_bytes:
         raise ModuleTooLarge(f"module is {len(wasm)} bytes; the cap is {max_bytes} bytes")
@@ -145,7 +149,7 @@ _checked_components: set[str] = set()
 seconds, and the check depends on the bytes alone."""
 
 
-def check_component(wasm: bytes) -> None:
+def check_component(wasm: bytes, *, compile_into: ArtifactCache | None = None) -> None:
     """Refuse a component that does not live in Amber's world (`abi/wit/amber.wit`): it must
     compile, export `workflow` and `activity` as `func(name: string, envelope: string) ->
     string`, and import nothing but `amber:guest/host` and WASI (which the host stubs or turns
@@ -153,11 +157,19 @@ def check_component(wasm: bytes) -> None:
     digest = hashlib.sha256(wasm).hexdigest()
     if digest in _checked_components:
         return
-    engine = _inspection_engine()
-    try:
-        component = Component(engine, wasm)
-    except wasmtime.WasmtimeError as exc:
-        raise InvalidModule(f"component does not compile: {_first_line(exc)}") from exc
+    if compile_into is not None:
+        engine = compile_into.engine
+        try:
+            component = compile_into.load_component(digest, lambda: wasm)
+        except InvalidModule as exc:
+            cause = exc.__cause__ or exc
+            raise InvalidModule(f"component does not compile: {_first_line(cause)}") from None
+    else:
+        engine = _inspection_engine()
+        try:
+            component = Component(engine, wasm)
+        except wasmtime.WasmtimeError as exc:
+            raise InvalidModule(f"component does not compile: {_first_line(exc)}") from exc
     ty = component.type
     for name in ty.imports(engine):
         if name != COMPONENT_HOST_INTERFACE and not name.startswith(COMPONENT_WASI_PREFIX):
@@ -179,6 +191,6 @@ def _string_entry(func: ComponentFuncType) -> bool:
     return params == ["String", "String"] and type(func.result).__name__ == "String"
 
 
-def _first_line(exc: Exception) -> str:
+def _first_line(exc: BaseException) -> str:
     lines: Sequence[str] = str(exc).strip().splitlines() or [""]
     return lines[0]

@@ -112,6 +112,11 @@ class SandboxEngine:
         self._ticker = _EpochTicker(self.engine)
         self._ticker.start()
 
+    @property
+    def artifacts(self) -> ArtifactCache:
+        """The on-disk cache of this engine's compiled artifacts."""
+        return self._artifacts
+
     def load(self, digest: str, fetch: Callable[[], bytes]) -> LoadedModule:
         """The ready-to-instantiate module for `digest`; `fetch()` gives its bytes on a miss."""
         with self._lock:

@@ -70,7 +70,10 @@ def _activate(name: str, envelope: bytes, host: GuestHost) -> bytes:
             value = definition.call(payload)
         if activation.unwind is None:
             return _envelopes.workflow_output(
-                WorkflowStatus.COMPLETED, activation.commands, result=_msgpack.encode(value)
+                WorkflowStatus.COMPLETED,
+                activation.commands,
+                packed=activation.packed,
+                result=_msgpack.encode(value),
             )
     except (_Unwind, CancelledError, Exception) as exc:
         if activation.unwind is None:
@@ -82,11 +85,17 @@ def _closed(activation: Activation, exc: BaseException) -> bytes:
     """The output for a function that raised (and was not unwound by the SDK)."""
     if isinstance(exc, CancelledError):
         return _envelopes.workflow_output(
-            WorkflowStatus.CANCELLED, activation.commands, error=(CANCELLED, exc.message)
+            WorkflowStatus.CANCELLED,
+            activation.commands,
+            packed=activation.packed,
+            error=(CANCELLED, exc.message),
         )
     if isinstance(exc, ApplicationError):
         return _envelopes.workflow_output(
-            WorkflowStatus.FAILED, activation.commands, error=(exc.type, exc.message)
+            WorkflowStatus.FAILED,
+            activation.commands,
+            packed=activation.packed,
+            error=(exc.type, exc.message),
         )
     raise exc
 
@@ -94,7 +103,10 @@ def _closed(activation: Activation, exc: BaseException) -> bytes:
 def _unwound(activation: Activation, unwind: _Unwind | None) -> bytes:
     if isinstance(unwind, _ContinueAsNew):
         return _envelopes.workflow_output(
-            WorkflowStatus.CONTINUE_AS_NEW, activation.commands, result=unwind.payload
+            WorkflowStatus.CONTINUE_AS_NEW,
+            activation.commands,
+            packed=activation.packed,
+            result=unwind.payload,
         )
     if isinstance(unwind, _HostError):
         raise unwind.error

@@ -209,11 +209,18 @@ def workflow_output(
     *,
     result: bytes | None = None,
     error: tuple[str, str] | None = None,
+    packed: list[_msgpack.Packed] | None = None,
 ) -> bytes:
-    """A workflow activation's output envelope: every command issued, from index 0."""
+    """A workflow activation's output envelope: every command issued, from index 0.
+
+    `packed`: the encoded commands of earlier outputs of the same activation, extended here
+    (a live instance's outputs repeat every command; the bytes are the same either way)."""
+    cache = [] if packed is None else packed
+    for command in commands[len(cache) :]:
+        cache.append(_msgpack.Packed(_msgpack.encode(command.wire())))
     doc: dict[str, object] = {
         "status": status.value,
-        "commands": [command.wire() for command in commands],
+        "commands": cache[: len(commands)],
     }
     if result is not None:
         doc["result"] = result

@@ -33,6 +33,16 @@ _HASHABLE_KEY = (str, int, float, bytes, bool, type(None))
 # ---- encoding ------------------------------------------------------------------------------
 
 
+class Packed:
+    """A value already encoded: `encode` writes its bytes as they are (a workflow's output
+    lists every command from the first on each activation; each is encoded once)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
 def encode(value: object) -> bytes:
     """The msgpack document of `value` (None, bool, int, float, str, bytes, list/tuple, dict)."""
     out = bytearray()
@@ -41,7 +51,9 @@ def encode(value: object) -> bytes:
 
 
 def _pack(value: object, out: bytearray, depth: int) -> None:
-    if value is None:
+    if type(value) is Packed:
+        out += value.data
+    elif value is None:
         out.append(0xC0)
     elif isinstance(value, bool):
         out.append(0xC3 if value else 0xC2)

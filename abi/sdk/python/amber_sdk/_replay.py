@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from . import _commands, _envelopes
+from . import _commands, _envelopes, _msgpack
 from ._commands import Command, CommandKind
 from ._envelopes import CancelRequest, Recorded, WorkflowInput, WorkflowStatus
 from ._errors import (
@@ -94,6 +94,8 @@ class Activation:
             run_id=envelope.run_id, workflow_type=envelope.workflow, query=envelope.query
         )
         self.commands: list[Command] = []
+        self.packed: list[_msgpack.Packed] = []
+        """`commands` encoded, as far as an output needed them."""
         self.unwind: _Unwind | None = None
         """The first unwind raised; the activation's outcome whatever the code does next (no
         command can be issued after it: `issue` re-raises it)."""
@@ -146,7 +148,9 @@ class Activation:
         raise unwind
 
     def _suspended_output(self) -> bytes:
-        return _envelopes.workflow_output(WorkflowStatus.SUSPENDED, self.commands)
+        return _envelopes.workflow_output(
+            WorkflowStatus.SUSPENDED, self.commands, packed=self.packed
+        )
 
     def suspend(self) -> NoReturn:
         """End the activation "suspended" with every command issued so far."""
