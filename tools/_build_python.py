@@ -189,14 +189,14 @@ def _manifest(source: Path, module: str, search: list[str], timeout_s: float) ->
     out = _run(command, "importing the module", source, timeout_s)
     try:
         document: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+        if not document.get("workflows") and not document.get("activities"):
+            raise BuildError(
+                f"{source}: declares no workflow or activity (decorate functions with"
+                " @workflow.defn or @activity.defn)"
+            )
         parse_manifest(json.dumps(document).encode())
     except (ValueError, IndexError, ManifestError) as exc:
         raise BuildError(f"{source}: no valid manifest: {exc}") from exc
-    if not document.get("workflows") and not document.get("activities"):
-        raise BuildError(
-            f"{source}: declares no workflow or activity (decorate functions with"
-            " @workflow.defn or @activity.defn)"
-        )
     return document
 
 

@@ -45,6 +45,7 @@ def test_a_small_bench_runs_end_to_end(server_url: str, tmp_path: Path) -> None:
         idle_runs=0,  # the idle, recovery and sandbox phases: tests/tools/test_bench_smoke.py
         recovery_runs=0,
         sandbox_repetitions=0,
+        python_runs=0,  # the Python guests' phase: tests/tools/test_bench_smoke.py
     )
 
     returned = run_bench(options)

@@ -72,6 +72,15 @@ def fails(payload):
 
 
 @workflow.defn
+def calls_c_child(payload):
+    # A child of another module: the C `chain` sample (same envelopes, msgpack payloads).
+    child = workflow.execute_child_workflow(
+        "chain", {"k": payload["k"], "value": payload["value"]}, id=f"c-child-{payload['k']}"
+    )
+    return {"from_c": child}
+
+
+@workflow.defn
 def counts_down(payload):
     n = payload["n"]
     if n <= 0:
@@ -143,6 +152,13 @@ def reads_clock(payload):
     import time
 
     return time.time()
+
+
+@workflow.defn
+def draws_random(payload):
+    import os
+
+    return os.urandom(8).hex()
 
 
 @workflow.defn

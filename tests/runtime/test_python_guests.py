@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,12 +31,14 @@ from amber.runtime.model._faults import (
     StackOverflow,
 )
 from amber.runtime.model._ids import new_run_id
+from amber.runtime.model._settings import EngineSettings, PoisonPolicy
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
 from amber.runtime.sandbox import SandboxEngine, StickySandbox, guest_runner
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.runtime.worker._worker import Worker, WorkerSettings
+from amber.surgical_pool import SurgicalWorker
 from amber.tools._build import BuildResult
-from tests.conftest import ARTIFACTS, ROOT, InProcessServer
+from tests.conftest import ARTIFACTS, ROOT, InProcessServer, wait_for
 
 from ._engine_helpers import drive, make_worker, query, serving, settle
 
@@ -111,6 +114,18 @@ def test_activity_errors_reach_python_code_and_application_errors_fail_the_run(
     assert (run.error_type, run.error_message) == ("VoidOrder", "the order is void")
 
 
+def test_a_python_workflow_runs_a_c_workflow_as_its_child(
+    srv: InProcessServer, py_sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    srv.client.upload_version(modules["chain"], promote=True)
+    worker = make_worker(srv.client, py_sandbox)
+    run_id = srv.client.start_run("calls_c_child", {"k": 3, "value": 4}).run.run_id
+    run = drive(worker, srv.client, run_id)
+    assert decode(run.result) == {"from_c": {"value": 7}}  # chain.c added one, three times
+    child = srv.client.result("c-child-3")
+    assert child.digest == hashlib.sha256(modules["chain"]).hexdigest()
+
+
 def test_continue_as_new_chains_python_runs(srv: InProcessServer, py_sandbox: Sandbox) -> None:
     worker = make_worker(srv.client, py_sandbox)
     first = srv.client.start_run("counts_down", {"n": 2}, workflow_id="countdown").run.run_id
@@ -148,6 +163,7 @@ def test_replaying_a_python_workflow_is_deterministic(
         ("hoards", MemoryLimitExceeded, "MemoryError"),
         ("recurses", StackOverflow, "RecursionError"),
         ("reads_clock", GuestTrap, "workflow.now()"),
+        ("draws_random", GuestTrap, "workflow.random_bytes()"),
         ("breaks", GuestTrap, "KeyError"),
         ("opens_files", GuestTrap, "Error"),
         ("garbage", MalformedOutput, ""),
@@ -332,3 +348,36 @@ def test_a_value_msgpack_cannot_carry_and_a_socket_end_in_typed_failures(
     assert events[-1].type is EventType.ACTIVITY_FAILED or EventType.RUN_FAILED in {
         e.type for e in events
     }
+
+
+def test_a_poisoned_python_run_is_served_by_the_surgical_pool_with_the_same_diagnosis(
+    make_server: Any, python_modules: dict[str, bytes], py_sandbox: Sandbox
+) -> None:
+    fast = PoisonPolicy(
+        crashes_to_poison=3,
+        surgical_delays=(timedelta(milliseconds=200),),
+        suspend_after=timedelta(seconds=30),
+        crash_backoff=timedelta(milliseconds=10),
+    )
+    srv: InProcessServer = make_server(settings=EngineSettings(poison=fast))
+    srv.client.upload_version(python_modules["py_guest"], promote=True)
+    run_id = srv.client.start_run("breaks", {}).run.run_id
+    main = Worker(srv.client, py_sandbox, WorkerSettings(worker_id="main", poll_wait_s=0.2))
+    surgeon = SurgicalWorker(  # a child process per activation, compiled artifacts shared
+        srv.client, WorkerSettings(worker_id="surgeon", poll_wait_s=0.2), artifact_dir=ARTIFACTS
+    )
+
+    def pools() -> set[str | None]:
+        return {f.pool for f in srv.client.describe(run_id).recent_failures}
+
+    try:
+        with serving(main), serving(surgeon):
+            wait_for(lambda: "surgical" in pools(), 120, "a surgical attempt")
+    finally:
+        surgeon.close()
+    failures = srv.client.describe(run_id).recent_failures
+    assert pools() == {"main", "surgical"}
+    # A Python exception in workflow code is deterministic: poisoned at its first crash, and
+    # the surgical pool's attempt (in its own process) fails the same way, same fingerprint.
+    assert {(f.reason, f.fingerprint) for f in failures} == {("trap", failures[0].fingerprint)}
+    assert all("KeyError" in f.message for f in failures)

@@ -151,14 +151,15 @@ WALK: dict[Command, Step] = {
     ("auth", "list"): Step(args=("auth", "list"), shape="principals"),
     ("auth", "revoke"): Step(args=("auth", "revoke", "shop", "--reason", "retired")),
     ("auth", "bootstrap"): Step(args=("auth", "bootstrap", "root", "--save", "{tmp}/boot")),
-    # A benchmark cut to a few seconds: two workflows, every optional phase off.
+    # A benchmark cut to a few seconds: two workflows, every optional phase off (the Python
+    # phase too: tests/tools/test_bench_smoke.py runs it).
     ("bench",): Step(
         args=(
             *("bench", "--database-url", "{server_url}", "--output", "{tmp}/bench.json"),
             *("--n", "2", "--k", "1", "--w", "1", "--latency-runs", "0", "--no-latency"),
             *("--idle-runs", "0", "--recovery-runs", "0", "--isolation-runs", "0"),
             *("--sandbox-repetitions", "0", "--commit-probe", "0", "--stats-settle", "0"),
-            *("--auth-calls", "0"),
+            *("--auth-calls", "0", "--python-runs", "0"),
         ),
         own_process=True,
     ),

@@ -112,6 +112,8 @@ def test_the_readme_triage_sequence_runs_as_written(
             assert "REPRODUCED" in out
         if verb == "resume":
             wait_for(lambda: srv.client.result(runs[0]).status.closed, 30, "the resumed run")
+        if verb == "skip":  # the worker then runs the workflow past the skipped step
+            wait_for(lambda: srv.client.result(runs[3]).status.closed, 30, "the skipped run")
     assert srv.client.result(runs[0]).status.value == "completed"
     assert srv.client.result(runs[3]).status.value == "completed"
     assert srv.client.result(runs[4]).status.value == "terminated"

@@ -1,0 +1,88 @@
+"""`amber build x.py` (tools/_build_python.py): what it refuses, and why, before it spends
+half a minute in componentize-py; and what a successful build holds."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from amber.abi import MANIFEST_SECTION, custom_sections, is_component
+from amber.tools._build import BuildError, BuildResult
+from amber.tools._build_python import build_python_guest
+from tests.conftest import ROOT
+
+HEADER = "from amber_sdk import activity, workflow\n\n"
+
+
+def _build(tmp_path: Path, source: str, name: str = "guest.py") -> BuildResult:
+    path = tmp_path / name
+    path.write_text(source)
+    return build_python_guest(path, tmp_path / "out.wasm")
+
+
+def test_a_workflow_naming_an_activity_nobody_declares_is_refused_at_build(
+    tmp_path: Path,
+) -> None:
+    source = HEADER + (
+        "@activity.defn\ndef charge(args):\n    return args\n\n\n"
+        "@workflow.defn\ndef orders(payload):\n"
+        '    return workflow.execute_activity("chrage", payload)\n'
+    )
+    with pytest.raises(BuildError) as caught:
+        _build(tmp_path, source)
+    message = str(caught.value)
+    assert "guest.py:10" in message and "'chrage'" in message
+    assert "declared: charge" in message
+    assert not (tmp_path / "out.wasm").exists()
+
+
+def test_a_module_that_does_not_import_shows_its_traceback(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match="importing the module failed") as caught:
+        _build(tmp_path, HEADER + "@workflow.defn\ndef broken(payload)\n    return 1\n")
+    assert "SyntaxError" in caught.value.stderr
+
+
+def test_a_module_without_workflows_or_activities_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match="declares no workflow or activity"):
+        _build(tmp_path, "VALUE = 1\n")
+
+
+def test_a_bad_name_is_refused_where_it_is_declared(tmp_path: Path) -> None:
+    source = HEADER + '@workflow.defn(name="no spaces")\ndef w(payload):\n    return 1\n'
+    with pytest.raises(BuildError, match="no spaces"):
+        _build(tmp_path, source)
+
+
+def test_the_file_name_must_be_a_module_name(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match="must be a Python module name"):
+        _build(tmp_path, HEADER, name="my-guest.py")
+
+
+def test_the_cli_reports_a_build_error_on_one_line_and_exits_2(tmp_path: Path) -> None:
+    source = tmp_path / "empty.py"
+    source.write_text("VALUE = 1\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "amber.tools.cli", "build", str(source)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "declares no workflow or activity" in done.stderr
+
+
+def test_a_built_component_carries_its_manifest_for_upload(
+    python_built: Mapping[str, BuildResult],
+) -> None:
+    built = python_built["py_guest"]
+    data = built.output.read_bytes()
+    assert is_component(data) and built.size == len(data) > 10_000_000
+    (payload,) = [p for name, p in custom_sections(data) if name == MANIFEST_SECTION]
+    manifest = json.loads(payload)
+    assert manifest == dict(built.manifest)
+    assert manifest["abi"] == 1
+    assert {"hello", "gated", "spins"} <= set(manifest["workflows"])
+    assert {"greet", "flaky", "dials"} <= set(manifest["activities"])
