@@ -66,6 +66,7 @@ PYTHON_GUEST_SOURCES: dict[str, Path] = {
     "py_expense": ROOT / "abi" / "samples" / "expense.py",
     "py_rollout_v1": ROOT / "abi" / "samples" / "rollout_v1.py",
     "py_rollout_v2": ROOT / "abi" / "samples" / "rollout_v2.py",
+    "py_rollout_v3": ROOT / "abi" / "samples" / "rollout_v3.py",
 }
 """Python guests (components): each build takes 10–60 s, so they are built once per session,
 in the background from the end of collection, and only when a selected test needs them."""

@@ -477,6 +477,29 @@ def test_v1_histories_replay_on_v2_and_migrated_runs_take_the_patch(
     assert decode(srv.client.result(done).result) == _onboarded("done", audited=False)
 
 
+def test_a_python_v3_that_reorders_the_steps_is_caught_by_the_check_and_not_migrated(
+    rollout: InProcessServer,
+    background: Worker,
+    python_modules: Mapping[str, bytes],
+    python_built: Mapping[str, BuildResult],
+) -> None:
+    srv, v1 = rollout, python_built["py_rollout_v1"].sha256
+    runs = list(_park(srv, ["r-1", "r-2"]).values())
+    v3 = srv.client.upload_version(python_modules["py_rollout_v3"]).version.digest
+
+    _, checks = srv.client.check_version(v3, ONBOARD, run_ids=runs, wait_s=60)
+    # v3 welcomes before it waits: each v1 history diverges where it awaited the signal.
+    for check in checks:
+        assert (check.verdict, check.position) == ("incompatible", 1)
+        assert "signal" in check.recorded and "send_welcome" in check.issued
+    _, moved = srv.client.migrate_runs(v3, ONBOARD, run_ids=runs, reason="try", wait_s=60)
+    assert [c.outcome for c in moved] == ["refused", "refused"]
+    _go(srv, runs)
+    for run_id in runs:
+        closed = srv.client.result(run_id)
+        assert closed.digest == v1 and decode(closed.result)["audited"] is False
+
+
 def test_c_v1_histories_replay_on_the_python_v2(
     rollout: InProcessServer,
     background: Worker,
