@@ -207,6 +207,15 @@ ARTIFACTS = _session_dir("amber-artifacts-")
 once per session, in the background with its build)."""
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests of Python guests run last: their guests build on a thread meanwhile (minutes of
+    CPU), and a test that waits for a build would hold the session up."""
+    needs = [item for item in items if "python_built" in getattr(item, "fixturenames", ())]
+    if needs:
+        waiting = set(map(id, needs))
+        items[:] = [item for item in items if id(item) not in waiting] + needs
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     if any("python_built" in getattr(item, "fixturenames", ()) for item in session.items):
         _python_builds.start()

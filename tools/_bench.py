@@ -211,7 +211,9 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         python = None
         if options.python_runs > 0:
             progress(f"python guests: building {PYTHON_CHAIN_SOURCE.name} (componentize-py)")
-            python_built, build_s = build_python_chain(tmp)
+            started_here = setup.server is not None  # the workers' AMBER_HOME is tmp/home
+            cache = tmp / "home" / "artifacts" if started_here else None
+            python_built, build_s = build_python_chain(tmp, cache)
             python_wasm = python_built.output.read_bytes()  # the sandbox phase comes after tmp
             progress(f"python guests: {options.python_runs} runs x {options.k} activities")
 

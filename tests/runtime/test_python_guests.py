@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from amber.runtime.model._faults import (
 from amber.runtime.model._ids import new_run_id
 from amber.runtime.model._settings import EngineSettings, PoisonPolicy
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
-from amber.runtime.sandbox import SandboxEngine, StickySandbox, guest_runner
+from amber.runtime.sandbox import SandboxEngine, SandboxRunner, StickySandbox, guest_runner
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.runtime.worker._worker import Worker, WorkerSettings
 from amber.surgical_pool import SurgicalWorker
@@ -56,7 +58,7 @@ def _digest(python_built: dict[str, BuildResult]) -> str:
     return python_built["py_guest"].sha256
 
 
-def _activate(sandbox: Sandbox, digest: str, name: str, run_id: str = "") -> WorkflowStep:
+def _activate(sandbox: SandboxRunner, digest: str, name: str, run_id: str = "") -> WorkflowStep:
     return activate_workflow(
         sandbox,
         WorkflowActivation(
@@ -381,3 +383,25 @@ def test_a_poisoned_python_run_is_served_by_the_surgical_pool_with_the_same_diag
     # the surgical pool's attempt (in its own process) fails the same way, same fingerprint.
     assert {(f.reason, f.fingerprint) for f in failures} == {("trap", failures[0].fingerprint)}
     assert all("KeyError" in f.message for f in failures)
+
+
+def test_an_evicted_python_instance_unwinds_and_its_thread_ends(
+    py_sandbox: Sandbox, python_built: dict[str, BuildResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eviction raises a `BaseException` inside the parked host call; wasmtime-py's component
+    trampoline forwards only `Exception`s (it would print the rest as "ignored" and let the
+    guest go on), so the host carries it through and raises it again outside."""
+    ignored: list[object] = []  # what ctypes reports as "Exception ignored in callback"
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    engine = py_sandbox._engine
+    with StickySandbox(py_sandbox, engine.activation_lock) as sticky:
+        step = _activate(sticky, _digest(python_built), "hello", "evicted-run")
+        assert step.status is WorkflowStatus.SUSPENDED and sticky.live_runs() == 1
+        sticky.forget("evicted-run")
+        for _ in range(500):
+            if not any(t.name == "amber-sticky" for t in threading.enumerate()):
+                break
+            time.sleep(0.01)
+        assert not any(t.name == "amber-sticky" for t in threading.enumerate())
+        assert sticky.live_runs() == 0 and sticky.dropped == 1
+    assert ignored == []
