@@ -208,6 +208,25 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         counted = counter_deltas(counted_before, scrape_counters(metrics_url))
         commits_after = _commits(setup.db, options.stats_settle_s)
 
+        latency: dict[str, Any] = {"runs": 0, "errors": 0}
+        if not options.skip_latency and options.latency_runs > 0:
+            progress(f"latency: {options.latency_runs} sequential runs of K={options.latency_k}")
+            jobs = [(f"bench-{tag}-lat-{i}", i) for i in range(options.latency_runs)]
+            latency = _run_batch(client, jobs, options.latency_k, options.timeout_s, 1)
+        peak_rss = {
+            "server": _peak_rss_mb(setup.server),
+            "workers": max((_peak_rss_mb(c) or 0.0 for c in setup.workers), default=None),
+            "workers_each": [_peak_rss_mb(c) for c in setup.workers],
+        }
+        # Idle cost before isolation: the hostile guests' memory bombs would inflate the
+        # worker's RSS that parking is measured against (it then shrank 40 % while 10,000 runs
+        # parked, which says nothing about what parked runs cost).
+        idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
+        isolation = None
+        if options.isolation_runs > 0 and setup.server is not None:
+            isolation = _isolation_phase(options, setup, client, stack, tmp, tag)
+        # Last of the server phases: live Python instances (~8 MiB each) would inflate the
+        # worker RSS that parking is measured against, and linger into the latency phase.
         python = None
         if options.python_runs > 0:
             progress(f"python guests: building {PYTHON_CHAIN_SOURCE.name} (componentize-py)")
@@ -226,23 +245,6 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
                 client, python_built, python_batch, options.python_runs, tag
             ) | {"build_s": round(build_s, 1)}
 
-        latency: dict[str, Any] = {"runs": 0, "errors": 0}
-        if not options.skip_latency and options.latency_runs > 0:
-            progress(f"latency: {options.latency_runs} sequential runs of K={options.latency_k}")
-            jobs = [(f"bench-{tag}-lat-{i}", i) for i in range(options.latency_runs)]
-            latency = _run_batch(client, jobs, options.latency_k, options.timeout_s, 1)
-        peak_rss = {
-            "server": _peak_rss_mb(setup.server),
-            "workers": max((_peak_rss_mb(c) or 0.0 for c in setup.workers), default=None),
-            "workers_each": [_peak_rss_mb(c) for c in setup.workers],
-        }
-        # Idle cost before isolation: the hostile guests' memory bombs would inflate the
-        # worker's RSS that parking is measured against (it then shrank 40 % while 10,000 runs
-        # parked, which says nothing about what parked runs cost).
-        idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
-        isolation = None
-        if options.isolation_runs > 0 and setup.server is not None:
-            isolation = _isolation_phase(options, setup, client, stack, tmp, tag)
         raw_rate = None
         if setup.db is not None and options.commit_probe_s > 0:  # while the database is up
             progress(f"raw commit rate: single-row commits for {options.commit_probe_s} s")

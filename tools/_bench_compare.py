@@ -369,11 +369,23 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
         "idle_db_bytes_per_run": "database bytes per parked run",
         "recovery_drain_s": "SIGKILL → all done, s",
         "isolation_ratio": "isolation (with / without poison)",
+        "python_vs_c_throughput": "Python guests wf/s ÷ C guests",
+        "python_fresh_activation_ms": "Python fresh activation, ms",
+        "python_sticky_activation_us": "Python live-instance activation µs",
     }
     for key, text in extra.items():
         t = targets[key]
         digits = (
-            3 if key in ("idle_worker_rss_ratio", "isolation_ratio", "sticky_over_fresh") else 1
+            3
+            if key
+            in (
+                "idle_worker_rss_ratio",
+                "isolation_ratio",
+                "sticky_over_fresh",
+                "python_vs_c_throughput",
+                "python_fresh_activation_ms",
+            )
+            else 1
         )
         detail = f" ({t['note']})" if t.get("note") else ""
         lines.append(
