@@ -222,11 +222,9 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         # worker's RSS that parking is measured against (it then shrank 40 % while 10,000 runs
         # parked, which says nothing about what parked runs cost).
         idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
-        isolation = None
-        if options.isolation_runs > 0 and setup.server is not None:
-            isolation = _isolation_phase(options, setup, client, stack, tmp, tag)
-        # Last of the server phases: live Python instances (~8 MiB each) would inflate the
-        # worker RSS that parking is measured against, and linger into the latency phase.
+        # After idle cost (live Python instances, ~8 MiB each, would inflate the worker RSS
+        # that parking is measured against) and before isolation (whose poison runs the
+        # surgical pool retries for minutes, on the same cores).
         python = None
         if options.python_runs > 0:
             progress(f"python guests: building {PYTHON_CHAIN_SOURCE.name} (componentize-py)")
@@ -245,6 +243,9 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
                 client, python_built, python_batch, options.python_runs, tag
             ) | {"build_s": round(build_s, 1)}
 
+        isolation = None
+        if options.isolation_runs > 0 and setup.server is not None:
+            isolation = _isolation_phase(options, setup, client, stack, tmp, tag)
         raw_rate = None
         if setup.db is not None and options.commit_probe_s > 0:  # while the database is up
             progress(f"raw commit rate: single-row commits for {options.commit_probe_s} s")
