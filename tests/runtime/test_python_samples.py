@@ -22,12 +22,14 @@ import pytest
 
 from amber.history import Event, EventType, Run, RunStatus
 from amber.runtime.client._client import decode
+from amber.runtime.model import Bundle
 from amber.runtime.model._clock import ManualClock, to_ms
 from amber.runtime.model._settings import EngineSettings, RetryPolicy
 from amber.runtime.model._tasks import idempotency_key
 from amber.runtime.sandbox._engine import SandboxEngine
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.worker._worker import Worker
+from amber.surgical_pool import replay_history
 from amber.tools._build import BuildResult
 from tests.conftest import InProcessServer
 from tests.runtime.test_approvals import Inbox
@@ -109,6 +111,24 @@ def test_a_python_order_ships_with_the_c_sample_s_result_and_history(
     ]
     types = [e.type for e in events]
     assert types.count(EventType.ACTIVITY_COMPLETED) == 4 and types[-1] is EventType.RUN_COMPLETED
+
+
+def test_a_python_order_replays_offline_from_its_triage_bundle(
+    py_orders: InProcessServer, py_sandbox: Sandbox
+) -> None:
+    """Built, uploaded, run through the server and worker, then exported and replayed offline
+    (no server, no database) to the same result: what `triage replay` does with the bundle
+    (its CLI runs in test_python_guests.py)."""
+    srv = py_orders
+    run_id = srv.client.start_run("orders", ORDER, workflow_id="order-A-9").run.run_id
+    drive(make_worker(srv.client, py_sandbox), srv.client, run_id)
+    bundle = Bundle.decode(srv.client.export_run(run_id, operator="ops"))
+    result = replay_history(
+        bundle, lambda source, clock: Sandbox(py_sandbox._engine, clock, source)
+    )
+    assert result.reproduced, result.message
+    assert (result.recorded_status, result.replayed_status) == ("completed", "completed")
+    assert result.result_matches and result.new_commands == 0
 
 
 def test_a_declined_payment_is_compensated_by_releasing_the_inventory(
