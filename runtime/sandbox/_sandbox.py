@@ -325,15 +325,7 @@ class Sandbox:
         assert pre is not None
         limits = request.limits
         started = time.monotonic()
-        state = HostCalls(
-            kind=request.kind,
-            clock=self._clock,
-            deadline=started + limits.deadline_s,
-            run_id=request.run_id,
-            query=request.query,
-            activity=request.activity,
-            observer=request.observer,
-        )
+        state = self._host_calls(request, started)
         store = fresh_store(self._engine.engine, limits)
         usage = _Usage(store=store, fuel=limits.fuel)
         host = self._engine.host
@@ -359,6 +351,18 @@ class Sandbox:
             return slice_.output(envelope, suspended=suspended)
         return _output(envelope, suspended, state, usage, started)
 
+    def _host_calls(self, request: ActivationRequest, started: float) -> HostCalls:
+        """What the host imports see during `request` (either kind of guest)."""
+        return HostCalls(
+            kind=request.kind,
+            clock=self._clock,
+            deadline=started + request.limits.deadline_s,
+            run_id=request.run_id,
+            query=request.query,
+            activity=request.activity,
+            observer=request.observer,
+        )
+
     def _run_component(
         self, component: Component, request: ActivationRequest, live: LiveHooks | None = None
     ) -> RawOutput:
@@ -366,15 +370,7 @@ class Sandbox:
         through its waits (`await-next`) as a core module's does through `await_next`."""
         limits = request.limits
         started = time.monotonic()
-        state = HostCalls(
-            kind=request.kind,
-            clock=self._clock,
-            deadline=started + limits.deadline_s,
-            run_id=request.run_id,
-            query=request.query,
-            activity=request.activity,
-            observer=request.observer,
-        )
+        state = self._host_calls(request, started)
         store = component_store(
             self._engine.engine,
             fuel=limits.fuel,
