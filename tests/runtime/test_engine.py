@@ -236,6 +236,7 @@ def test_each_activity_completion_is_recorded_once_per_step(
 def test_limits_fail_activations_with_their_own_reasons_and_the_worker_goes_on(
     make_server, modules: dict[str, bytes], sandbox: Sandbox
 ) -> None:
+    from amber.runtime.model._settings import PoisonPolicy
     from amber.runtime.sandbox._sandbox import SandboxLimits
     from amber.runtime.worker._worker import Worker, WorkerSettings
 
@@ -243,7 +244,8 @@ def test_limits_fail_activations_with_their_own_reasons_and_the_worker_goes_on(
     settings = WorkerSettings(
         worker_id="limits", poll_wait_s=0.2, workflow_limits=tight, activity_limits=tight
     )
-    srv = make_server()
+    later = PoisonPolicy(crash_backoff=timedelta(hours=1))  # each crash is seen exactly once
+    srv = make_server(settings=EngineSettings(poison=later))
     srv_client = srv.client
     worker = Worker(srv_client, sandbox, settings)
     srv_client.upload_version(modules["hostile"], promote=True)

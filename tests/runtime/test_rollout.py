@@ -345,10 +345,19 @@ def test_a_migration_is_skipped_for_a_run_whose_history_grew_since_its_check(
     real_replay = MigrationService._replay_all
 
     def replay_then_signal(self, digest, runs, timeout_s):  # type: ignore[no-untyped-def]
-        thread = threading.Thread(target=lambda: settle(worker), daemon=True)
-        thread.start()  # the check tasks need a worker
-        verdicts = real_replay(self, digest, runs, timeout_s)
-        thread.join()
+        checked = threading.Event()
+
+        def serve() -> None:  # the check tasks need a worker until the check is over
+            while not checked.is_set():
+                worker.run_once(wait_s=0.05)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            verdicts = real_replay(self, digest, runs, timeout_s)
+        finally:
+            checked.set()
+            thread.join()
         srv.client.signal(run, "go", {})  # history grows between the check and the move
         return verdicts
 
