@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -38,8 +37,8 @@ from amber.runtime.sandbox._engine import SandboxEngine
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.server._server import AmberServer, migrate_all
 from amber.tools._build import BuildResult, build_module
-from amber.tools._build_python import build_python_guest
 from amber.versions import VersionNotFound
+from tests._python_builds import PythonBuilds
 
 ROOT = Path(__file__).resolve().parents[1]
 GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
@@ -68,8 +67,9 @@ PYTHON_GUEST_SOURCES: dict[str, Path] = {
     "py_rollout_v2": ROOT / "abi" / "samples" / "rollout_v2.py",
     "py_rollout_v3": ROOT / "abi" / "samples" / "rollout_v3.py",
 }
-"""Python guests (components): each build takes 10–60 s, so they are built once per session,
-in the background from the end of collection, and only when a selected test needs them."""
+"""Python guests (components): each build takes 10–60 s, so they are built once per session
+(`PythonBuilds`), in the background from the end of collection, and only when a selected test
+needs them."""
 AMBER_TABLES = (
     "amber_task_failures, amber_tasks, amber_events, amber_runs, amber_workflow_types,"
     " amber_module_workflows, amber_modules, amber_workflow_ids, amber_timers,"
@@ -147,60 +147,24 @@ def modules(built: dict[str, BuildResult]) -> dict[str, bytes]:
     return {name: result.output.read_bytes() for name, result in built.items()}
 
 
-class _PythonBuilds(Mapping[str, BuildResult]):
-    """Builds `PYTHON_GUEST_SOURCES` on a thread, in order, so the other tests run meanwhile;
-    looking one up waits for that one only (and raises its build error)."""
-
-    def __init__(self) -> None:
-        self._thread: threading.Thread | None = None
-        self._done = {name: threading.Event() for name in PYTHON_GUEST_SOURCES}
-        self._results: dict[str, BuildResult] = {}
-        self._errors: dict[str, BaseException] = {}
-
-    def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._build, name="python-guests", daemon=True)
-            self._thread.start()
-
-    def _build(self) -> None:
-        out = _session_dir("amber-py-guests-")
-        for name, source in PYTHON_GUEST_SOURCES.items():
-            try:
-                # The build's checks compile it into the session's artifact cache, where every
-                # in-process sandbox finds it.
-                built = build_python_guest(source, out / f"{name}.wasm", artifacts=ARTIFACTS)
-                self._results[name] = built
-            except BaseException as exc:  # raised where the guest is looked up
-                self._errors[name] = exc
-            finally:
-                self._done[name].set()
-
-    def __getitem__(self, name: str) -> BuildResult:
-        self.start()
-        self._done[name].wait()
-        if name in self._errors:
-            raise self._errors[name]
-        return self._results[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(PYTHON_GUEST_SOURCES)
-
-    def __len__(self) -> int:
-        return len(PYTHON_GUEST_SOURCES)
-
-
-_python_builds = _PythonBuilds()
-
-
-def _session_dir(prefix: str) -> Path:
-    path = Path(tempfile.mkdtemp(prefix=prefix))
+def _session_dir() -> Path:
+    """A directory for the whole test session: created by the first pytest process (the xdist
+    controller, or the only process) and inherited by its workers through the environment."""
+    shared = os.environ.get(_SESSION_DIR_ENV)
+    if shared:
+        return Path(shared)
+    path = Path(tempfile.mkdtemp(prefix="amber-test-session-"))
+    os.environ[_SESSION_DIR_ENV] = str(path)
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
 
 
-ARTIFACTS = _session_dir("amber-artifacts-")
-"""The session's artifact cache, shared by every in-process sandbox (a Python guest compiles
-once per session, in the background with its build)."""
+_SESSION_DIR_ENV = "_AMBER_TEST_SESSION_DIR"
+SESSION_DIR = _session_dir()
+ARTIFACTS = SESSION_DIR / "artifacts"
+"""The session's artifact cache, shared by every in-process sandbox of every worker process (a
+Python guest compiles once per session, with its build)."""
+_python_builds = PythonBuilds(PYTHON_GUEST_SOURCES, SESSION_DIR / "python-guests", ARTIFACTS)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -266,10 +230,8 @@ def py_sandbox(
     c_guests = _serving(modules)
 
     def source(digest: str) -> bytes:
-        for result in _python_builds._results.values():
-            if result.sha256 == digest:
-                return result.output.read_bytes()
-        return c_guests(digest)
+        name = _python_builds.digests().get(digest)
+        return c_guests(digest) if name is None else _python_builds[name].output.read_bytes()
 
     return Sandbox(sandbox_engine, SystemClock(), source)
 
