@@ -36,6 +36,10 @@ from ._sticky import StickySandbox
 
 OVERFLOW_AFTER_S = 0.002
 """How long an activation waits for the in-process sandbox before it runs in a child."""
+LIVE_PATIENCE_S = 0.05
+"""How long a workflow activation whose run has a live Python instance in process waits for it:
+in a child it would replay from the top (milliseconds of CPython, more with each step), and the
+run would lose its live instance for the activations after it too."""
 
 
 class ParallelSandbox:
@@ -63,17 +67,21 @@ class ParallelSandbox:
         return self._inline.http_policy(digest)
 
     def run(self, request: ActivationRequest) -> RawOutput:
-        """Run one activation in process if it is free (or frees within `OVERFLOW_AFTER_S`),
-        else in a child."""
+        """Run one activation in process if it is free (or frees within `OVERFLOW_AFTER_S`, or
+        `LIVE_PATIENCE_S` for a run whose live Python instance is parked here), else in a
+        child."""
         with self._running:
-            if self._inline_free.acquire(timeout=OVERFLOW_AFTER_S):
+            inline = self._inline
+            patience = OVERFLOW_AFTER_S
+            if isinstance(inline, StickySandbox) and inline.keeps_costly(request):
+                patience = LIVE_PATIENCE_S
+            if self._inline_free.acquire(timeout=patience):
                 try:
                     return self._inline.run(request)
                 finally:
                     self._inline_free.release()
             with self._counting:
                 self.in_children += 1
-            inline = self._inline
             workflow = request.kind is ActivationKind.WORKFLOW and not request.query
             if workflow and isinstance(inline, StickySandbox):
                 # The run moves on without its live instance, which would fall behind; and an

@@ -310,6 +310,11 @@ class Sandbox:
         live instance can serve a run's successive activations (`StickySandbox`)."""
         return self._load(digest).continues
 
+    def is_component(self, digest: str) -> bool:
+        """Whether the module version is a Python guest (a component), whose replay from the top
+        costs milliseconds where a core module's costs tens of microseconds."""
+        return self._load(digest).component is not None
+
     def run_live(self, request: ActivationRequest, live: LiveHooks) -> RawOutput:
         """Run a workflow activation whose instance stays alive while it waits: each
         `await_next` hands its output to `live.suspended` and goes on with what it returns.

@@ -311,6 +311,15 @@ class StickySandbox:
         with self._guard:
             return len(self._live)
 
+    def keeps_costly(self, request: ActivationRequest) -> bool:
+        """Whether `request` is a workflow activation of a run parked here whose module is a
+        component: moving it elsewhere would replay it from the top, milliseconds of CPython."""
+        if request.kind is not ActivationKind.WORKFLOW or request.query or request.fresh:
+            return False
+        with self._guard:
+            live = self._live.get(request.run_id)
+        return live is not None and self._sandbox.is_component(live.digest)
+
     def run(self, request: ActivationRequest) -> RawOutput:
         """Run one activation: a workflow's on its live instance when it has one that can go
         on, else on a new one; anything else as `Sandbox.run` does."""

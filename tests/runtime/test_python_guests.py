@@ -290,6 +290,67 @@ def test_a_python_run_goes_on_in_its_live_instance_and_decides_what_a_replay_dec
         assert sticky.hits == 1 and sticky.misses == 1  # one instance served the whole run
 
 
+def test_a_run_with_a_live_python_instance_waits_for_it_while_another_guest_runs(
+    srv: InProcessServer,
+    py_sandbox: Sandbox,
+    python_built: dict[str, BuildResult],
+    modules: dict[str, bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the in-process sandbox busy, an activation whose run has a live Python instance
+    there waits for it instead of replaying from the top in a child (and losing the instance)."""
+    from amber.abi import ActivityInput
+    from amber.runtime.replay import ActivityAttempt, run_activity
+    from amber.runtime.sandbox import ParallelSandbox, _parallel
+
+    monkeypatch.setattr(_parallel, "LIVE_PATIENCE_S", 60.0)  # not a race against the clock
+    srv.client.upload_version(modules["hostile"], promote=True)
+    worker = make_worker(srv.client, py_sandbox)
+    run_id = srv.client.start_run("hello", {"name": "Ada"}).run.run_id
+    history = tuple(drive(worker, srv.client, run_id) and srv.client.history(run_id))
+    cuts = [i + 1 for i, e in enumerate(history) if e.type is EventType.ACTIVITY_COMPLETED]
+    engine = SandboxEngine(ARTIFACTS)
+    runner = guest_runner(
+        engine, SystemClock(), srv.client.get_module, artifact_dir=ARTIFACTS, guests=2,
+        sticky_runs=4,
+    )  # fmt: skip
+    assert isinstance(runner, ParallelSandbox)
+
+    def activation(cut: int) -> WorkflowActivation:
+        return WorkflowActivation(
+            run_id=run_id,
+            workflow_type="hello",
+            digest=_digest(python_built),
+            input=msgpack.packb({"name": "Ada"}),
+            events=history[:cut],
+            limits=LIMITS,
+        )
+
+    nap = ActivityAttempt(
+        digest=hashlib.sha256(modules["hostile"]).hexdigest(),
+        cmd=0,
+        input=ActivityInput(
+            run_id="napper", activity="nap_briefly", args=msgpack.packb(None), attempt=1,
+            idempotency_key="napper/0", deadline_ms=0,
+        ),
+        limits=SandboxLimits(deadline_s=30.0),
+    )  # fmt: skip
+    try:
+        first = activate_workflow(runner, activation(cuts[0]))
+        assert first.status is WorkflowStatus.SUSPENDED and runner.live_runs() == 1
+        napping = threading.Thread(target=run_activity, args=(runner, nap), daemon=True)
+        napping.start()
+        wait_for(engine.activation_lock.locked, 20, "the nap to hold the in-process sandbox")
+        second = activate_workflow(runner, activation(cuts[1]))  # while the nap sleeps 3 s
+        napping.join(timeout=30)
+    finally:
+        runner.close()
+        engine.close()
+    assert second.status is WorkflowStatus.COMPLETED
+    assert second.stats.continued  # on the live instance, not replayed from the top
+    assert runner.in_children == 0  # neither the nap nor the run's step went to a child
+
+
 def _shapes(commands: tuple[object, ...]) -> list[object]:
     """New commands, with the values the host hands out fresh each time (a new `now` or
     `random`) left out."""
