@@ -339,6 +339,31 @@ def test_msgpack_refuses_every_truncation_of_a_document() -> None:
             _msgpack.decode(doc[:end])
 
 
+def test_msgpack_decoding_with_a_memo_reuses_only_items_with_the_same_bytes() -> None:
+    converted: list[Any] = []
+
+    def convert(item: Any) -> Any:
+        converted.append(item)
+        return [item]  # what a caller makes of an item (the SDK: a checked result)
+
+    memo = _msgpack.ItemMemo("r", convert)
+    rng = random.Random(7)
+    items: list[Any] = []
+    for step in range(40):
+        changed = step % 9 == 8
+        if changed:  # an earlier item changes: it is read again, not taken from the memo
+            items[rng.randrange(len(items))] = _random_value(rng, 2)
+        items.append(_random_value(rng, 2))
+        doc = {"a": step, "r": list(items), "z": {"r": [1]}}  # a nested "r" is left alone
+        converted.clear()
+        decoded = _msgpack.decode_reusing(pack(doc), memo)
+        assert same(decoded, {**doc, "r": [[item] for item in items]})
+        assert 1 <= len(converted) <= 2 if changed else len(converted) == 1  # what is new only
+    assert _msgpack.decode_reusing(pack({"r": 5}), memo) == {"r": 5}  # not an array: as it is
+    with pytest.raises(ValueError, match="truncated"):
+        _msgpack.decode_reusing(pack({"r": [1, 2]})[:-1], memo)
+
+
 @pytest.mark.parametrize(
     ("value", "error"),
     [

@@ -62,9 +62,10 @@ def _activate(name: str, envelope: bytes, host: GuestHost) -> bytes:
     definition = _registry.current().workflows.get(name)
     if definition is None:
         raise LookupError(f"this module has no workflow named {name!r}")
-    request = _envelopes.parse_workflow_input(envelope)
+    memo = _envelopes.results_memo()
+    request = _envelopes.parse_workflow_input(envelope, memo)
     payload = _msgpack.decode(request.input)
-    activation = Activation(request, host)
+    activation = Activation(request, host, memo)
     try:
         with active(activation), _guard.installed():
             value = definition.call(payload)

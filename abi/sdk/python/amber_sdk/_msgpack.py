@@ -14,10 +14,18 @@ that is a container, a key that repeats, nesting deeper than `MAX_DEPTH`. Each r
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "decode", "encode"]
+__all__ = [
+    "MAX_DEPTH",
+    "ItemMemo",
+    "Packed",
+    "decode",
+    "decode_reusing",
+    "encode",
+    "packed_array",
+]
 
 MAX_DEPTH = 128
 """Deepest nesting of arrays and maps either direction accepts: each level costs the decoder a
@@ -41,6 +49,14 @@ class Packed:
 
     def __init__(self, data: bytes) -> None:
         self.data = data
+
+
+def packed_array(items: Sequence[Packed]) -> Packed:
+    """An array of values already encoded, as one `Packed` (one copy of their bytes)."""
+    out = bytearray()
+    _pack_header(len(items), out, 0x90, 15, None, 0xDC, 0xDD)
+    out += b"".join(item.data for item in items)
+    return Packed(bytes(out))
 
 
 def encode(value: object) -> bytes:
@@ -148,7 +164,38 @@ def _pack_header(
 
 def decode(data: bytes | bytearray | memoryview) -> Any:
     """The value of one msgpack document that fills `data` exactly (bin decodes to `bytes`)."""
-    reader = _Reader(bytes(data))
+    return _whole(_Reader(bytes(data)))
+
+
+class ItemMemo:
+    """The items of one array of a map document, each kept with its bytes and what `convert`
+    made of it, for `decode_reusing` to take over in the next document.
+
+    A live workflow's next input envelope repeats every result of the one before, and more:
+    reading only what is new keeps each activation's cost to its new results, instead of
+    growing with the run's history. Reuse is by the bytes, so it gives what decoding them
+    again would give."""
+
+    __slots__ = ("convert", "items", "key", "raw")
+
+    def __init__(self, key: str, convert: Callable[[Any], Any]) -> None:
+        self.key = key
+        self.convert = convert
+        self.items: list[tuple[bytes, Any]] = []
+        self.raw = b""
+        """Every item's bytes, in order: when a document's array opens with all of them (the
+        common case), one comparison takes them all."""
+
+
+def decode_reusing(data: bytes | bytearray | memoryview, memo: ItemMemo) -> Any:
+    """`decode(data)` for a map document, with its array under `memo.key` as a list of
+    `memo.convert(item)`: items whose bytes open that array as they opened the last one
+    decoded with `memo` are taken from it, not decoded and converted again. `memo` then holds
+    this document's items."""
+    return _whole(_MemoReader(bytes(data), memo))
+
+
+def _whole(reader: _Reader) -> Any:
     value = reader.value(0)
     if reader.pos != len(reader.data):
         raise ValueError(
@@ -207,8 +254,12 @@ class _Reader:
                 raise ValueError(f"msgpack: a {type(key).__name__} map key at offset {at}")
             if key in out:
                 raise ValueError(f"msgpack: map key {key!r} repeats at offset {at}")
-            out[key] = self.value(depth + 1)
+            out[key] = self.entry(key, depth + 1)
         return out
+
+    def entry(self, key: Any, depth: int) -> Any:
+        """The value under `key` of a map being read."""
+        return self.value(depth)
 
     def _room(self, items: int, depth: int) -> None:
         # Every item takes at least one byte: refuse a count the input cannot hold before
@@ -220,6 +271,51 @@ class _Reader:
             )
         if depth >= MAX_DEPTH:
             raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
+
+
+class _MemoReader(_Reader):
+    __slots__ = ("memo",)
+
+    def __init__(self, data: bytes, memo: ItemMemo) -> None:
+        super().__init__(data)
+        self.memo = memo
+
+    def entry(self, key: Any, depth: int) -> Any:
+        if depth == 1 and key == self.memo.key:  # the document's own map
+            return self._memo_array(depth)
+        return self.value(depth)
+
+    def _memo_array(self, depth: int) -> Any:
+        if self.pos >= len(self.data):
+            return self.value(depth)  # the truncation error
+        byte = self.data[self.pos]
+        if 0x90 <= byte <= 0x9F:
+            self.pos += 1
+            n = byte & 0x0F
+        elif byte in (0xDC, 0xDD):
+            self.pos += 1
+            n = self.uint(2 if byte == 0xDC else 4)
+        else:
+            return self.value(depth)  # not an array: the caller refuses it
+        self._room(n, depth)
+        before = self.memo.items
+        if len(before) <= n and self.data.startswith(self.memo.raw, self.pos):
+            kept = list(before)
+            self.pos += len(self.memo.raw)
+        else:
+            kept = []
+        for i in range(len(kept), n):
+            start = self.pos
+            if i < len(before) and self.data.startswith(before[i][0], start):
+                raw, item = before[i]
+                self.pos = start + len(raw)
+            else:
+                item = self.memo.convert(self.value(depth + 1))
+                raw = self.data[start : self.pos]
+            kept.append((raw, item))
+        self.memo.items = kept
+        self.memo.raw = b"".join(raw for raw, _ in kept)
+        return [item for _, item in kept]
 
 
 _Handler = Callable[[_Reader, int, int], Any]

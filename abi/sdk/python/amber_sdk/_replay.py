@@ -88,7 +88,9 @@ class Outcome:
 class Activation:
     """The state of one workflow activation (see the module docstring for the rules)."""
 
-    def __init__(self, envelope: WorkflowInput, host: GuestHost) -> None:
+    def __init__(
+        self, envelope: WorkflowInput, host: GuestHost, memo: _msgpack.ItemMemo | None = None
+    ) -> None:
         self.host = host
         self.info = WorkflowInfo(
             run_id=envelope.run_id, workflow_type=envelope.workflow, query=envelope.query
@@ -100,6 +102,8 @@ class Activation:
         """The first unwind raised; the activation's outcome whatever the code does next (no
         command can be issued after it: `issue` re-raises it)."""
         self._input = envelope.input
+        self._memo = memo or _envelopes.results_memo()
+        """The last input's results, by their bytes (each `await_next` answer repeats them)."""
         self._results = envelope.results
         self._has_recorded = envelope.recorded is not None
         self._recorded = envelope.recorded or 0
@@ -242,7 +246,7 @@ class Activation:
         (the checks `amber__wf_refresh` leaves to the host: a Python guest can afford them)."""
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"host.await_next() returned {type(data).__name__}, not bytes")
-        request = _envelopes.parse_workflow_input(bytes(data))
+        request = _envelopes.parse_workflow_input(bytes(data), self._memo)
         info = self.info
         if (request.run_id, request.workflow, request.input) != (
             info.run_id,
@@ -257,7 +261,8 @@ class Activation:
         if request.query is not None:
             raise ValueError("await_next: a query's envelope cannot go to a waiting workflow")
         for cmd, recorded in self._results.items():
-            if request.results.get(cmd) != recorded:
+            later = request.results.get(cmd)
+            if later is not recorded and later != recorded:  # reused from the memo: the same
                 raise ValueError(
                     f"await_next: the result of command {cmd} was {recorded}, now "
                     f"{request.results.get(cmd)}: history only grows"
