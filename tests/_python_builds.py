@@ -14,6 +14,7 @@ two cores the suite already fills).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import json
 import threading
@@ -81,13 +82,7 @@ class PythonBuilds(Mapping[str, BuildResult]):
 
     def _build(self, name: str, source: Path) -> BuildResult:
         result = build_python_guest(source, self._dir / f"{name}.wasm", artifacts=self._artifacts)
-        record = {
-            "output": str(result.output),
-            "size": result.size,
-            "sha256": result.sha256,
-            "manifest": result.manifest,
-            "warnings": result.warnings,
-        }
+        record = {**dataclasses.asdict(result), "output": str(result.output)}
         partial = self._dir / f".{name}.json.partial"
         partial.write_text(json.dumps(record))
         partial.replace(self._dir / f"{name}.json")

@@ -305,15 +305,11 @@ def test_a_run_with_a_live_python_instance_waits_for_it_while_another_guest_runs
 
     monkeypatch.setattr(_parallel, "LIVE_PATIENCE_S", 60.0)  # not a race against the clock
     srv.client.upload_version(modules["hostile"], promote=True)
-    worker = make_worker(srv.client, py_sandbox)
     run_id = srv.client.start_run("hello", {"name": "Ada"}).run.run_id
-    history = tuple(drive(worker, srv.client, run_id) and srv.client.history(run_id))
+    drive(make_worker(srv.client, py_sandbox), srv.client, run_id)
+    history = tuple(srv.client.history(run_id))
     cuts = [i + 1 for i, e in enumerate(history) if e.type is EventType.ACTIVITY_COMPLETED]
-    engine = SandboxEngine(ARTIFACTS)
-    runner = guest_runner(
-        engine, SystemClock(), srv.client.get_module, artifact_dir=ARTIFACTS, guests=2,
-        sticky_runs=4,
-    )  # fmt: skip
+    engine, runner = _served_runner(srv, guests=2, sticky_runs=4)
     assert isinstance(runner, ParallelSandbox)
 
     def activation(cut: int) -> WorkflowActivation:
@@ -351,6 +347,18 @@ def test_a_run_with_a_live_python_instance_waits_for_it_while_another_guest_runs
     assert runner.in_children == 0  # neither the nap nor the run's step went to a child
 
 
+def _served_runner(
+    srv: InProcessServer, *, guests: int, sticky_runs: int
+) -> tuple[SandboxEngine, SandboxRunner]:
+    """A worker's guest runner on the session's artifact cache, fetching modules from `srv`."""
+    engine = SandboxEngine(ARTIFACTS)
+    runner = guest_runner(
+        engine, SystemClock(), srv.client.get_module, artifact_dir=ARTIFACTS, guests=guests,
+        sticky_runs=sticky_runs,
+    )  # fmt: skip
+    return engine, runner
+
+
 def _shapes(commands: tuple[object, ...]) -> list[object]:
     """New commands, with the values the host hands out fresh each time (a new `now` or
     `random`) left out."""
@@ -369,11 +377,7 @@ def _unrolled(result: bytes | None) -> object:
 def test_python_runs_complete_through_a_sticky_worker_and_module_state_stays_per_run(
     srv: InProcessServer, python_built: dict[str, BuildResult]
 ) -> None:
-    engine = SandboxEngine(ARTIFACTS)
-    runner = guest_runner(
-        engine, SystemClock(), srv.client.get_module, artifact_dir=ARTIFACTS, guests=1,
-        sticky_runs=8,
-    )  # fmt: skip
+    engine, runner = _served_runner(srv, guests=1, sticky_runs=8)
     assert isinstance(runner, StickySandbox)
     worker = Worker(srv.client, runner, WorkerSettings(worker_id="py-sticky", poll_wait_s=0.2))
     try:

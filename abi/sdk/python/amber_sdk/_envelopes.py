@@ -134,12 +134,12 @@ def _result(item: object, what: str) -> tuple[int, Recorded]:
     return cmd, Recorded(seq=seq, ok=status == 0, value=value)
 
 
-def _results(items: object, what: str, converted: bool) -> dict[int, Recorded]:
+def _results(items: object, what: str) -> dict[int, Recorded]:
+    """The results, each already checked by `_result` (`results_memo`'s conversion)."""
     if not isinstance(items, list):
         raise ValueError(f"{what}: 'results' must be an array")
     out: dict[int, Recorded] = {}
-    for item in items:
-        cmd, recorded = item if converted else _result(item, what)
+    for cmd, recorded in items:
         if cmd in out:
             raise ValueError(f"{what}: two results for command {cmd}")
         out[cmd] = recorded
@@ -171,10 +171,10 @@ def parse_workflow_input(data: bytes, memo: _msgpack.ItemMemo | None = None) -> 
     """Read a workflow activation's input envelope; with `memo` (`results_memo`), the results
     the last envelope read with it began with are taken from it."""
     what = _WORKFLOW_INPUT
-    doc = _envelope(data, what, memo)
+    doc = _envelope(data, what, memo or results_memo())
     if "input" not in doc or "results" not in doc:
         raise ValueError(f"{what}: 'input' and 'results' are required")
-    results = _results(doc["results"], what, converted=memo is not None)
+    results = _results(doc["results"], what)
     recorded = _get(doc, "recorded", int, None, what)
     if recorded is not None:
         if not 0 <= recorded <= _MAX_INDEX:

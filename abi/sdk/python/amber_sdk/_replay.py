@@ -265,7 +265,7 @@ class Activation:
             if later is not recorded and later != recorded:  # reused from the memo: the same
                 raise ValueError(
                     f"await_next: the result of command {cmd} was {recorded}, now "
-                    f"{request.results.get(cmd)}: history only grows"
+                    f"{later}: history only grows"
                 )
         if (
             self._has_recorded
