@@ -53,6 +53,7 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "exiter": (ROOT / "tests" / "guests" / "exiter.c", {}),
     "recursion": (ROOT / "tests" / "guests" / "recursion.c", {}),
     "sticky": (ROOT / "tests" / "guests" / "sticky.c", {}),
+    "heavy": (ROOT / "tests" / "guests" / "heavy.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
     **{
         f"rollout_v{v}": (ROOT / "abi" / "samples" / "rollout.c", {"ROLLOUT_V": str(v)})

@@ -33,8 +33,9 @@ class IsolationOptions:
     """Healthy runs per batch."""
     poison_percent: int = 10
     """Poison runs started with a poisoned batch, as a share of its healthy runs."""
-    rounds: int = 2
-    """Clean and poisoned batches, interleaved."""
+    rounds: int = 4
+    """Clean and poisoned batches, interleaved (a batch takes seconds, and this machine's
+    throughput drifts by a tenth between two of them: fewer rounds measured the drift)."""
     diagnose_timeout_s: float = 120.0
     tag: str
 

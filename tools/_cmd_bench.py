@@ -114,6 +114,13 @@ def register(
         help="workers report with a unary call each instead of their stream (to compare)",
     )
     parser.add_argument(
+        "--worker-slice-fuel",
+        type=int,
+        metavar="FUEL",
+        help="fuel an activity runs on before it moves to the background lane (amber worker"
+        " --slice-fuel; 0: never; default: its own)",
+    )
+    parser.add_argument(
         "--worker-sticky",
         type=int,
         metavar="RUNS",
@@ -209,7 +216,8 @@ def bench(args: argparse.Namespace) -> int:
         isolation_runs=args.isolation_runs,
         worker_fuel=args.worker_fuel,
         worker_args=(("--unary",) if args.worker_unary else ())
-        + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky))),
+        + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky)))
+        + (() if args.worker_slice_fuel is None else ("--slice-fuel", str(args.worker_slice_fuel))),
         sandbox_repetitions=args.sandbox_repetitions,
         python_runs=args.python_runs,
     )

@@ -85,6 +85,15 @@ def register(
     p.add_argument("--artifacts", help="precompiled module cache (default $AMBER_HOME/artifacts)")
     p.add_argument("--fuel", type=int, default=1_000_000_000)
     p.add_argument(
+        "--slice-fuel",
+        type=int,
+        metavar="FUEL",
+        help="an activity that uses this much fuel runs again from the start, on its whole"
+        " budget, in a background process at the lowest CPU priority, so long guests get only"
+        " the CPU healthy work leaves (default 5e7, about 20 ms; 0: never; needs --guests of 2"
+        " or more)",
+    )
+    p.add_argument(
         "--memory-mb", type=int, help="linear memory per activation (default 64, both pools)"
     )
     p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")

@@ -27,11 +27,13 @@ from amber.runtime.client import AmberClient
 from amber.runtime.metrics import OpsEndpoint, OpsListen
 from amber.runtime.model import EngineSettings, SystemClock
 from amber.runtime.sandbox import (
+    SLICE_FUEL,
     ParallelSandbox,
     SandboxEngine,
     SandboxLimits,
     StickySandbox,
     guest_runner,
+    lower_priority,
 )
 from amber.runtime.server import AmberServer, ApprovalPageOptions
 from amber.runtime.worker import Budgets, Worker, WorkerSettings, configure_tracing
@@ -228,15 +230,15 @@ def worker_settings(args: argparse.Namespace) -> WorkerSettings:
 
 
 def _be_nice(niceness: int | None, *, surgical: bool) -> None:
-    """Lower this process's CPU priority (its guest children inherit it)."""
+    """Lower this process's CPU priority (its guest children inherit it), and its session's
+    where it leads one (a service under a supervisor): across sessions, only that counts."""
     if niceness is None:
         from amber.surgical_pool import SURGICAL_NICENESS
 
         niceness = SURGICAL_NICENESS if surgical else 0
     if not 0 <= niceness <= 19:
         raise InvalidInput("--nice must be between 0 and 19")
-    if niceness:
-        os.nice(niceness)
+    lower_priority(os.getpid(), niceness)
 
 
 def work(args: argparse.Namespace) -> int:
@@ -269,6 +271,9 @@ def work(args: argparse.Namespace) -> int:
             raise InvalidInput("--guests must be between 1 and 64")
         if not 0 <= args.sticky <= 10_000:
             raise InvalidInput("--sticky must be between 0 and 10000")
+        slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
+        if not 0 <= slice_fuel <= args.fuel:
+            raise InvalidInput("--slice-fuel must be between 0 and --fuel")
         engine = SandboxEngine(artifacts)
         runner = guest_runner(
             engine,
@@ -277,6 +282,7 @@ def work(args: argparse.Namespace) -> int:
             artifact_dir=artifacts,
             guests=min(args.guests, settings.slots),
             sticky_runs=args.sticky,
+            slice_fuel=slice_fuel,
         )
 
         def close() -> None:
@@ -287,6 +293,8 @@ def work(args: argparse.Namespace) -> int:
         worker = Worker(client, runner, settings)
         if isinstance(runner, ParallelSandbox | StickySandbox):
             worker.metrics.watch_live(runner.live_runs)
+        if isinstance(runner, ParallelSandbox):
+            worker.metrics.watch_background(runner.in_background_now)
     stop = threading.Event()
     on_signals(stop)
 

@@ -48,6 +48,12 @@ class WorkerMetrics:
             registry=r,
         )  # fmt: skip
         self._busy = Gauge("amber_worker_tasks_running", "Tasks running now", registry=r)
+        self._background = Gauge(
+            "amber_worker_background_activities",
+            "Activities in the background lane now, held back or running at idle priority (they"
+            " used up their fuel slice)",
+            registry=r,
+        )  # fmt: skip
 
     def activation(self, kind: str, seconds: float, fuel: int) -> None:
         self._activation.labels(kind).observe(seconds)
@@ -65,6 +71,10 @@ class WorkerMetrics:
     def watch_live(self, live_instances: Callable[[], int]) -> None:
         """Read the live instance count from `live_instances` at each scrape."""
         self._live.set_function(live_instances)
+
+    def watch_background(self, in_lane: Callable[[], int]) -> None:
+        """Read the background lane's activity count from `in_lane` at each scrape."""
+        self._background.set_function(in_lane)
 
     def task_started(self) -> None:
         self._busy.inc()

@@ -1,7 +1,8 @@
 """The wasmtime sandbox: one engine per process, cached artifacts, the fast call path, host
 imports (including the HTTP capability), fuel, memory and deadline limits, activation repros,
 and guests in child processes: one fresh process per activation (`IsolatedSandbox`, the surgical
-pool's isolation) or reused ones for a worker's parallel guests (`ParallelSandbox`).
+pool's isolation) or reused ones for a worker's parallel guests (`ParallelSandbox`), and a
+background lane at the lowest CPU priority for activities that outrun their fuel slice.
 
 Rule: the only sub-package that imports wasmtime; it imports `model` and nothing else of the
 runtime.
@@ -15,7 +16,8 @@ from ._fastcall import exports as instance_exports
 from ._host import MAX_RECORD_DETAIL, ActivationKind, ActivityHost, HostCallObserver, HostCallRecord
 from ._http import HttpPolicy, check_capabilities, http_policy
 from ._isolated import ChildStartFailed, IsolatedSandbox
-from ._parallel import ParallelSandbox, guest_runner
+from ._parallel import SLICE_FUEL, ParallelSandbox, guest_runner
+from ._priority import lower_priority
 from ._recording import RecordingSandbox
 from ._repro import Repro, repro_of
 from ._sandbox import (
@@ -32,6 +34,7 @@ __all__ = [
     "ENGINE_FLAGS",
     "IDLE_S",
     "MAX_RECORD_DETAIL",
+    "SLICE_FUEL",
     "STICKY_RUNS",
     "ActivationKind",
     "ActivationRequest",
@@ -56,5 +59,6 @@ __all__ = [
     "guest_runner",
     "http_policy",
     "instance_exports",
+    "lower_priority",
     "repro_of",
 ]

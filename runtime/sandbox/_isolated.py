@@ -40,6 +40,7 @@ throughput for isolation. `close()` kills the spare.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import signal
 import subprocess
@@ -56,6 +57,7 @@ from types import TracebackType
 from amber.abi import AmberError, ManifestError, RetryableError, read_manifest
 from amber.runtime.model import Clock, GuestFault, HostCrash, ModuleUnavailable, SystemClock
 
+from ._engine import CPU_DEADLINE_WALL_FACTOR
 from ._frames import (
     Frame,
     FrameError,
@@ -67,6 +69,7 @@ from ._frames import (
 )
 from ._host import ActivityHost, HostCallRecord
 from ._http import HttpPolicy, http_policy
+from ._priority import lower_priority
 from ._sandbox import ActivationRequest, RawOutput
 
 CHILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "amber.runtime.sandbox._child")
@@ -91,8 +94,11 @@ class _ModuleInfo:
 class _Child:
     """One child process and the frame pipe to it."""
 
-    def __init__(self, command: Sequence[str]) -> None:
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    def __init__(self, command: Sequence[str], *, niceness: int = 0) -> None:
+        self.proc = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=niceness > 0
+        )
+        lower_priority(self.proc.pid, niceness)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.pipe = FramePipe(self.proc.stdin.fileno(), self.proc.stdout.fileno())
         self.released_at = 0.0
@@ -114,6 +120,10 @@ class _Child:
         except (BrokenPipeError, TimeoutError, FrameError):
             return False
         return True
+
+    def signal(self, signum: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signum)
 
     def exit_status(self, grace_s: float) -> str:
         """How the child ended (killing it if it lingers past `grace_s`)."""
@@ -174,19 +184,40 @@ class IsolatedSandbox:
         start_timeout_s: float = 60.0,
         keep_spare: bool = True,
         reuse: int = 0,
+        niceness: int = 0,
+        cpu_deadlines: bool = False,
+        pauses_s: float = 0.0,
         child_command: Sequence[str] = CHILD_COMMAND,
     ) -> None:
         """`reuse` > 0 keeps up to that many children after their activation ended (with an
         output or a guest fault) and hands them the next ones: a child then costs a start-up
         once, not per activation. The surgical pool does not reuse: a guest that crashed
-        anything gets a process nobody ran before."""
+        anything gets a process nobody ran before.
+
+        `niceness` > 0 starts each child in a session of its own at that CPU priority
+        (`_priority`), and `cpu_deadlines` makes the activations' deadlines count the child's
+        CPU time (wall time at a tenth of its rate), so a child kept waiting by other work is
+        not stopped for it; the kill backstop grows to match, and by `pauses_s`, the longest
+        its children may be held stopped (`signal_running`)."""
         self._module_source = module_source
         self._clock = clock
         self._on_host_call = on_host_call
         self._kill_grace_s = kill_grace_s
         self._start_timeout_s = start_timeout_s
         self._keep_spare = keep_spare
-        self._command = (*child_command, str(artifact_dir), str(process_memory_bytes))
+        self._command: tuple[str, ...] = (
+            *child_command,
+            str(artifact_dir),
+            str(process_memory_bytes),
+            "cpu" if cpu_deadlines else "wall",
+        )
+        self._niceness = niceness
+        self._wall_factor = CPU_DEADLINE_WALL_FACTOR if cpu_deadlines else 1
+        self._pauses_s = pauses_s
+        self._running: set[_Child] = set()
+        """Children serving an activation."""
+        self._held = False
+        """Children are to be stopped (`signal_running`)."""
         self._lock = threading.Lock()
         self._spare: _Child | None = None
         self._exiting: list[_Child] = []
@@ -225,8 +256,18 @@ class IsolatedSandbox:
         else:
             self._done_with(child)
         finally:
+            with self._lock:
+                self._running.discard(child)
             self._refill()
         return raw
+
+    def signal_running(self, signum: signal.Signals) -> None:
+        """Send a signal to every child taking or serving an activation: SIGSTOP holds them
+        (and the ones that start meanwhile), SIGCONT lets them go on."""
+        with self._lock:
+            self._held = signum == signal.SIGSTOP
+            for child in self._running:
+                child.signal(signum)
 
     def _done_with(self, child: _Child) -> None:
         """Keep a child that answered for the next activation, or let it exit."""
@@ -277,8 +318,12 @@ class IsolatedSandbox:
         )
         status = "did not start"
         for _ in range(2):  # a spare may have died while it waited: then start a fresh one
-            child = self._take_spare() or _Child(self._command)
+            child = self._take_spare() or _Child(self._command, niceness=self._niceness)
             if child.start(frame, time.monotonic() + self._start_timeout_s):
+                with self._lock:  # only now: a child that said `ready` dies with this process
+                    self._running.add(child)
+                    if self._held:
+                        child.signal(signal.SIGSTOP)
                 return child
             status = child.exit_status(grace_s=0.0)
         raise ChildStartFailed(f"the sandbox host process {status} before taking the request")
@@ -300,13 +345,14 @@ class IsolatedSandbox:
             self._exiting = [c for c in self._exiting if not c.reaped(self._kill_grace_s)]
             if self._closed or not self._keep_spare or self._spare is not None:
                 return
-            self._spare = _Child(self._command)
+            self._spare = _Child(self._command, niceness=self._niceness)
 
     # ---- serving one activation --------------------------------------------------------------
 
     def _serve(self, child: _Child, request: ActivationRequest) -> RawOutput:
         started = time.monotonic()
-        backstop = started + request.limits.deadline_s + self._kill_grace_s
+        deadline_s = request.limits.deadline_s * self._wall_factor + self._pauses_s
+        backstop = started + deadline_s + self._kill_grace_s
         try:
             while True:
                 frame = child.pipe.receive(backstop)
@@ -333,7 +379,7 @@ class IsolatedSandbox:
             raise self._crash(
                 request,
                 f"was killed after {time.monotonic() - started:.1f} s: no answer within the"
-                f" {request.limits.deadline_s:g} s deadline plus {self._kill_grace_s:g} s grace",
+                f" {deadline_s:g} s deadline plus {self._kill_grace_s:g} s grace",
             ) from None
 
     def _observe(self, record: HostCallRecord, request: ActivationRequest) -> None:

@@ -13,6 +13,17 @@ sandbox for seconds only moves the others to a child. An activation waits a mome
 take a fraction of a millisecond, and a child costs a pipe round trip and a wake-up on each side,
 so overflowing at once cost a busy worker more than it saved (`amber bench --scaling` compares).
 
+A long guest gets only the CPU the rest leaves. An activity runs first on a slice of its fuel
+(`slice_fuel`); one that uses it all is run again from the start, with its whole budget, in the
+`BackgroundLane`: child processes at idle priority, paused while this worker's other guests run,
+holding none of the `guests` places. A fuel bomb then costs the healthy path its slice (about
+20 ms at 5·10⁷ fuel), not its budget (about 0.4 s of CPU at 10⁹), and a heavy activity keeps
+its budget and its outcome: fuel use is deterministic, so the second run ends as the first
+would have with the whole budget. Its price is the slice run twice, and the wait. Activities
+of modules with the HTTP capability are never sliced (the request would be sent twice within
+one attempt); workflow activations are not either (their code only orchestrates, and a live
+instance cannot be started again).
+
 Rejected: threads (above); a child per activation (the surgical pool's isolation costs a process
 start-up each); all guests in children (a pipe round trip and a copy of every envelope even when
 nothing else runs).
@@ -22,11 +33,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
-from amber.runtime.model import Clock
+from amber.runtime.model import Clock, OutOfFuel
 
+from ._background import PATIENCE_S, BackgroundLane
 from ._engine import SandboxEngine
 from ._host import ActivationKind
 from ._http import HttpPolicy
@@ -36,6 +49,9 @@ from ._sticky import StickySandbox
 
 OVERFLOW_AFTER_S = 0.002
 """How long an activation waits for the in-process sandbox before it runs in a child."""
+SLICE_FUEL = 50_000_000
+"""Fuel an activity runs on before it moves to the background lane (≈ 20 ms of C guest CPU)."""
+BACKGROUND_NICENESS = 19
 LIVE_PATIENCE_S = 0.05
 """How long a workflow activation whose run has a live Python instance in process waits for it:
 in a child it would replay from the top (milliseconds of CPython, more with each step), and the
@@ -47,18 +63,30 @@ class ParallelSandbox:
     reused child processes. Callers beyond `guests` wait for one to end."""
 
     def __init__(
-        self, inline: Sandbox | StickySandbox, overflow: IsolatedSandbox, guests: int
+        self,
+        inline: Sandbox | StickySandbox,
+        overflow: IsolatedSandbox,
+        guests: int,
+        *,
+        background: BackgroundLane | None = None,
+        slice_fuel: int = SLICE_FUEL,
     ) -> None:
+        """`background`: where an activity that used up `slice_fuel` runs again (None: every
+        activation runs once, on its whole budget)."""
         if guests < 2:
             raise ValueError("a parallel sandbox runs at least two guests; use Sandbox for one")
         self._inline = inline
         self._overflow = overflow
+        self._background = background
+        self._slice_fuel = slice_fuel
         self._running = threading.BoundedSemaphore(guests)
         self._inline_free = threading.Lock()
         self.guests = guests
         self._counting = threading.Lock()
         self.in_children = 0
         """Activations that ran in a child (the in-process sandbox was busy)."""
+        self.in_background = 0
+        """Activities run again in the background lane (they used up their slice)."""
 
     def activities(self, digest: str) -> frozenset[str]:
         return self._inline.activities(digest)
@@ -69,7 +97,39 @@ class ParallelSandbox:
     def run(self, request: ActivationRequest) -> RawOutput:
         """Run one activation in process if it is free (or frees within `OVERFLOW_AFTER_S`, or
         `LIVE_PATIENCE_S` for a run whose live Python instance is parked here), else in a
-        child."""
+        child; an activity that uses up its slice runs again in the background lane."""
+        if not self._sliced(request):
+            return self._run_once(request)
+        sliced = replace(request, limits=replace(request.limits, fuel=self._slice_fuel))
+        try:
+            return self._run_once(sliced)
+        except OutOfFuel:
+            pass
+        assert self._background is not None
+        with self._counting:
+            self.in_background += 1
+        return self._background.run(request)
+
+    def _foreground(
+        self, run: Callable[[ActivationRequest], RawOutput], request: ActivationRequest
+    ) -> RawOutput:
+        if self._background is None:
+            return run(request)
+        self._background.foreground_started()
+        try:
+            return run(request)
+        finally:
+            self._background.foreground_ended()
+
+    def _sliced(self, request: ActivationRequest) -> bool:
+        return (
+            self._background is not None
+            and request.kind is ActivationKind.ACTIVITY
+            and request.limits.fuel > self._slice_fuel
+            and self._inline.http_policy(request.digest) is None
+        )
+
+    def _run_once(self, request: ActivationRequest) -> RawOutput:
         with self._running:
             inline = self._inline
             patience = OVERFLOW_AFTER_S
@@ -77,7 +137,7 @@ class ParallelSandbox:
                 patience = LIVE_PATIENCE_S
             if self._inline_free.acquire(timeout=patience):
                 try:
-                    return self._inline.run(request)
+                    return self._foreground(self._inline.run, request)
                 finally:
                     self._inline_free.release()
             with self._counting:
@@ -88,7 +148,11 @@ class ParallelSandbox:
                 # activation sent here to be replayed from the top (`fresh`) must not leave the
                 # instance that needed it behind.
                 inline.forget(request.run_id)
-            return self._overflow.run(request)
+            return self._foreground(self._overflow.run, request)
+
+    def in_background_now(self) -> int:
+        """Activities in the background lane now (0 without one)."""
+        return 0 if self._background is None else self._background.activities()
 
     def live_runs(self) -> int:
         """Live workflow instances parked in process (0 without sticky instances)."""
@@ -99,6 +163,8 @@ class ParallelSandbox:
         if isinstance(self._inline, StickySandbox):
             self._inline.close()
         self._overflow.close()
+        if self._background is not None:
+            self._background.close()
 
     def __enter__(self) -> ParallelSandbox:
         return self
@@ -120,10 +186,12 @@ def guest_runner(
     artifact_dir: Path,
     guests: int,
     sticky_runs: int = 0,
+    slice_fuel: int = SLICE_FUEL,
 ) -> Sandbox | StickySandbox | ParallelSandbox:
     """The sandbox a worker runs its activations in: in process for one guest at a time, a
     `ParallelSandbox` for more; with `sticky_runs`, the in-process one keeps that many live
-    workflow instances (`StickySandbox`)."""
+    workflow instances (`StickySandbox`); with `slice_fuel` > 0 (and more than one guest),
+    an activity that uses up that much fuel runs again in the background lane."""
     plain = Sandbox(engine, clock, module_source)
     inline = (
         StickySandbox(plain, engine.activation_lock, runs=sticky_runs) if sticky_runs else plain
@@ -133,4 +201,19 @@ def guest_runner(
     overflow = IsolatedSandbox(
         module_source, clock, artifact_dir=artifact_dir, keep_spare=False, reuse=guests - 1
     )
-    return ParallelSandbox(inline, overflow, guests)
+    if slice_fuel <= 0:
+        return ParallelSandbox(inline, overflow, guests)
+    background = BackgroundLane(
+        IsolatedSandbox(
+            module_source,
+            clock,
+            artifact_dir=artifact_dir,
+            keep_spare=False,
+            reuse=guests,
+            niceness=BACKGROUND_NICENESS,
+            cpu_deadlines=True,
+            pauses_s=PATIENCE_S,
+        ),
+        slots=guests,
+    )
+    return ParallelSandbox(inline, overflow, guests, background=background, slice_fuel=slice_fuel)

@@ -1,9 +1,10 @@
 """Budgets per workflow type and per activity: the worker's limits, tightened or widened where an
 operator knows better than the defaults.
 
-A fuel bomb costs its whole budget on every crash, so an activity known to be cheap is best
-held to a small one (10⁹ fuel, the default, is about a quarter of a second of guest CPU in a
-tight loop on this machine; 10⁷ ends the same bomb a hundred times sooner). The worker applies
+A fuel bomb costs its whole budget on every crash (past its first slice in the background lane,
+`ParallelSandbox`), so an activity known to be cheap is best held to a small one (10⁹ fuel, the
+default, is about a quarter of a second of guest CPU in a tight loop on this machine; 10⁷ ends
+the same bomb a hundred times sooner). The worker applies
 them; they travel with nothing else, so every worker serving a queue should be given the same
 file (`amber worker --budgets FILE`).
 

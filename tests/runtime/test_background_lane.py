@@ -1,0 +1,294 @@
+"""The background lane: an activity that uses up its fuel slice runs again from the start, on its
+whole budget, in a child process at the lowest CPU priority whose deadlines count CPU time.
+
+What it must keep: the outcome, the failure reason and the fuel of a run on the whole budget
+(fuel use is deterministic), so neither a heavy activity nor a fuel bomb's diagnosis depends on
+the lane. What it must give: long guests in a session of their own at niceness 19.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amber.abi import ActivityInput, pack
+from amber.history import RunStatus
+from amber.runtime.client._client import decode
+from amber.runtime.model import DeadlineExceeded, OutOfFuel
+from amber.runtime.model._clock import SystemClock
+from amber.runtime.replay import ActivityAttempt, run_activity
+from amber.runtime.sandbox import (
+    IsolatedSandbox,
+    ParallelSandbox,
+    Sandbox,
+    SandboxEngine,
+    SandboxLimits,
+    guest_runner,
+)
+from amber.runtime.sandbox._background import BackgroundLane
+from amber.runtime.worker._worker import Worker, WorkerSettings
+from tests.conftest import InProcessServer, wait_for
+
+SLICE = 2_000_000
+BUDGET = 200_000_000
+HEAVY_N = 1_000_000
+"""`count_to` up to this takes several slices and a small part of the budget."""
+
+
+@pytest.fixture
+def lane(tmp_path: Path, modules: dict[str, bytes]) -> Iterator[ParallelSandbox]:
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    engine = SandboxEngine(tmp_path / "artifacts")
+    runner = guest_runner(
+        engine,
+        SystemClock(),
+        by_digest.__getitem__,
+        artifact_dir=tmp_path / "artifacts",
+        guests=2,
+        slice_fuel=SLICE,
+    )
+    assert isinstance(runner, ParallelSandbox)
+    yield runner
+    runner.close()
+    engine.close()
+
+
+def _attempt(
+    module: bytes, name: str, args: object, deadline_s: float = 10.0, fuel: int = BUDGET
+) -> ActivityAttempt:
+    return ActivityAttempt(
+        digest=hashlib.sha256(module).hexdigest(),
+        cmd=0,
+        input=ActivityInput(
+            run_id="run-bg",
+            activity=name,
+            args=pack(args),
+            attempt=1,
+            idempotency_key="run-bg/0",
+            deadline_ms=0,
+        ),
+        limits=SandboxLimits(fuel=fuel, deadline_s=deadline_s),
+    )
+
+
+def test_a_heavy_activity_completes_in_the_background_with_the_fuel_of_one_whole_run(
+    lane: ParallelSandbox, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    attempt = _attempt(modules["heavy"], "count_to", {"n": HEAVY_N})
+    moved = run_activity(lane, attempt)
+    assert decode(moved.outcome.result) == {"n": HEAVY_N}
+    assert lane.in_background == 1
+    whole = run_activity(sandbox, attempt)  # in process, on the whole budget, once
+    assert moved.outcome == whole.outcome
+    assert moved.stats.fuel_used == whole.stats.fuel_used > SLICE
+
+
+def test_a_light_activity_never_leaves_the_foreground(
+    lane: ParallelSandbox, modules: dict[str, bytes]
+) -> None:
+    for n in (0, 10, 1000):
+        report = run_activity(lane, _attempt(modules["heavy"], "count_to", {"n": n}))
+        assert decode(report.outcome.result) == {"n": n}
+    assert lane.in_background == 0
+
+
+def test_a_fuel_bomb_fails_as_it_would_on_its_whole_budget(
+    lane: ParallelSandbox, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    attempt = _attempt(modules["poison"], "burn", {"kind": "fuel"})
+    with pytest.raises(OutOfFuel) as moved:
+        run_activity(lane, attempt)
+    with pytest.raises(OutOfFuel) as whole:
+        run_activity(sandbox, attempt)
+    assert moved.value.fuel_used == whole.value.fuel_used == BUDGET
+    assert (moved.value.detail, moved.value.trap_code) == (
+        whole.value.detail,
+        whole.value.trap_code,
+    )
+    assert (moved.value.run_id, moved.value.step) == (whole.value.run_id, whole.value.step)
+    assert lane.in_background == 1
+
+
+def test_activities_of_a_module_that_may_send_http_requests_run_once(
+    lane: ParallelSandbox, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    # A slice of one unit would send any other activity to the background: a request sent in
+    # the first run would be sent again by the second.
+    attempt = _attempt(modules["payments"], "charge", {"no": "payment"})
+    report = run_activity(lane, attempt)
+    assert lane.in_background == 0
+    assert report.outcome == run_activity(sandbox, attempt).outcome
+
+
+def test_the_background_child_yields_the_cpu(
+    lane: ParallelSandbox, modules: dict[str, bytes]
+) -> None:
+    run_activity(lane, _attempt(modules["heavy"], "count_to", {"n": HEAVY_N}))
+    children = _lane_children()
+    assert len(children) == 1  # kept for the next heavy activity
+    (pid,) = children
+    assert os.getsid(pid) == pid  # a session of its own: its own autogroup
+    assert int(_stat(pid)[16]) == 19
+    assert os.sched_getscheduler(pid) == os.SCHED_IDLE
+    autogroup = Path(f"/proc/{pid}/autogroup")
+    if autogroup.exists():
+        assert autogroup.read_text().split()[-1] == "19"
+
+
+def test_a_cpu_deadline_counts_cpu_time_and_wall_time_at_a_tenth(
+    tmp_path: Path, modules: dict[str, bytes]
+) -> None:
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    wall = SandboxEngine(tmp_path / "a", max_modules=4)
+    cpu = SandboxEngine(tmp_path / "b", max_modules=4, cpu_deadlines=True)
+    try:
+        # `nap_briefly` sleeps 3 s in a host call: past a 1 s deadline on the wall clock, a
+        # tenth of it in CPU terms.
+        napping = _attempt(modules["hostile"], "nap_briefly", None, deadline_s=1.0)
+        with pytest.raises(DeadlineExceeded):
+            run_activity(Sandbox(wall, SystemClock(), by_digest.__getitem__), napping)
+        done = run_activity(Sandbox(cpu, SystemClock(), by_digest.__getitem__), napping)
+        assert decode(done.outcome.result) == {"slept": True}
+        # A guest that computes still meets its deadline.
+        spinning = _attempt(modules["hostile"], "spin", None, deadline_s=0.3, fuel=10**13)
+        with pytest.raises(DeadlineExceeded):
+            run_activity(Sandbox(cpu, SystemClock(), by_digest.__getitem__), spinning)
+    finally:
+        wall.close()
+        cpu.close()
+
+
+def test_a_heavy_run_completes_through_the_worker(
+    make_server, modules: dict[str, bytes], lane: ParallelSandbox
+) -> None:
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["heavy"], promote=True)
+    worker = Worker(srv.client, lane, WorkerSettings(worker_id="lane", poll_wait_s=0.2, slots=2))
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    try:
+        run = srv.client.start_run("heavy_wf", {"n": HEAVY_N}).run.run_id
+        done = srv.client.result(run, wait_s=30)
+        assert done.status is RunStatus.COMPLETED and decode(done.result) == {"n": HEAVY_N}
+        assert lane.in_background == 1
+    finally:
+        worker.stop()
+        serving.join(timeout=10)
+
+
+def _lane(tmp_path: Path, modules: dict[str, bytes], patience_s: float) -> BackgroundLane:
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    children = IsolatedSandbox(
+        by_digest.__getitem__,
+        SystemClock(),
+        artifact_dir=tmp_path / "artifacts",
+        keep_spare=False,
+        reuse=1,
+        niceness=19,
+        cpu_deadlines=True,
+        pauses_s=patience_s,
+    )
+    return BackgroundLane(children, slots=1, patience_s=patience_s)
+
+
+def _bomb_in(lane: BackgroundLane, modules: dict[str, bytes]) -> threading.Thread:
+    def bomb() -> None:
+        with pytest.raises(OutOfFuel):
+            run_activity(lane, _attempt(modules["poison"], "burn", {"kind": "fuel"}))
+
+    thread = threading.Thread(target=bomb, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_lane_holds_its_guests_while_foreground_guests_run(
+    tmp_path: Path, modules: dict[str, bytes]
+) -> None:
+    lane = _lane(tmp_path, modules, patience_s=600.0)
+    try:
+        lane.foreground_started()  # a healthy guest is running
+        bomb = _bomb_in(lane, modules)
+        wait_for(lambda: any(_stat(pid)[0] == "T" for pid in _lane_children()), 30, "a hold")
+        bomb.join(timeout=1.5)
+        assert bomb.is_alive()  # held, not burning: 2·10⁸ fuel takes a fraction of that
+        assert lane.activities() == 1  # what the worker's metrics show
+        lane.foreground_ended()  # quiet: the lane goes on
+        bomb.join(timeout=60)
+        assert not bomb.is_alive()
+        assert lane.activities() == 0
+    finally:
+        lane.close()
+
+
+def test_a_held_guest_runs_once_its_patience_is_spent(
+    tmp_path: Path, modules: dict[str, bytes]
+) -> None:
+    lane = _lane(tmp_path, modules, patience_s=0.5)
+    try:
+        lane.foreground_started()  # and never ends
+        bomb = _bomb_in(lane, modules)
+        bomb.join(timeout=60)
+        assert not bomb.is_alive()
+    finally:
+        lane.close()
+
+
+def test_a_held_background_child_dies_with_its_worker(tmp_path: Path) -> None:
+    # A worker process that holds its lane's child stopped, then is killed.
+    script = tmp_path / "worker.py"
+    script.write_text(
+        "import sys, time\n"
+        "from amber.runtime.sandbox._isolated import _Child, CHILD_COMMAND\n"
+        "child = _Child((*CHILD_COMMAND, sys.argv[1], str(1 << 30), 'cpu'), niceness=19)\n"
+        "assert child.pipe.receive(time.monotonic() + 60)['t'] == 'ready'\n"
+        "child.signal(__import__('signal').SIGSTOP)\n"
+        "print(child.proc.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    worker = subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "artifacts")], stdout=subprocess.PIPE
+    )
+    assert worker.stdout is not None
+    pid = int(worker.stdout.readline())
+    wait_for(lambda: _stat(pid)[0] == "T", 30, "the child stopped")
+    worker.kill()
+    worker.wait()
+    wait_for(lambda: not Path(f"/proc/{pid}").exists() or _stat(pid)[0] == "Z", 30, "its end")
+
+
+def _lane_children() -> list[int]:
+    return [pid for pid in _children() if _argv(pid)[-2:-1] == ["cpu"]]
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/PID/stat after the command name: state, ppid, ... (field 3 onwards)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            found.append(int(entry.name))
+    return found
+
+
+def _argv(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+    except OSError:
+        return []
