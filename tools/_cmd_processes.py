@@ -89,9 +89,9 @@ def register(
         type=int,
         metavar="FUEL",
         help="an activity that uses this much fuel runs again from the start, on its whole"
-        " budget, in a background process at the lowest CPU priority, so long guests get only"
-        " the CPU healthy work leaves (default 5e7, about 20 ms; 0: never; needs --guests of 2"
-        " or more)",
+        " budget, in a background process at low CPU priority, held back while other guests"
+        " run, so long guests get only the CPU healthy work leaves (default 5e7, about 20 ms;"
+        " 0: never; needs --guests of 2 or more)",
     )
     p.add_argument(
         "--memory-mb", type=int, help="linear memory per activation (default 64, both pools)"

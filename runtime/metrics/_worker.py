@@ -50,7 +50,7 @@ class WorkerMetrics:
         self._busy = Gauge("amber_worker_tasks_running", "Tasks running now", registry=r)
         self._background = Gauge(
             "amber_worker_background_activities",
-            "Activities in the background lane now, held back or running at idle priority (they"
+            "Activities in the background lane now, held back or running at low priority (they"
             " used up their fuel slice)",
             registry=r,
         )  # fmt: skip

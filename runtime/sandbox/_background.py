@@ -1,24 +1,26 @@
 """`BackgroundLane`: where a worker runs activities that outran their fuel slice, on the CPU its
 other guests leave.
 
-Its guests run in child processes (`IsolatedSandbox`) at the lowest CPU priority: a session of
-their own (an autogroup) at niceness 19, in the idle scheduling class (`_priority`), their
-deadlines counting their own CPU time. Priority alone did not protect the healthy path here:
-measured on this machine's two virtual cores, a background fuel bomb at idle priority still took
+Its guests run in child processes (`IsolatedSandbox`) at low CPU priority: a session of their
+own (an autogroup) at niceness 10 (`_priority`), their deadlines counting their own CPU time.
+Priority alone did not protect the healthy path here: measured on this machine's two virtual
+cores, a background fuel bomb at niceness 19, even in the idle scheduling class, still took
 0.5–0.9 CPU-s per second, the CPU the latency-bound healthy path left idle between its steps,
 and healthy throughput fell as much as with the bomb at normal priority (isolation ratio
-0.70–0.75 against 0.80). A busy virtual core slows its neighbour whatever the guest's scheduler
+0.70–0.81 against 0.80). A busy virtual core slows its neighbour whatever the guest's scheduler
 thinks. So the lane also holds back: while the worker's other guests are busy, and until they
 have been quiet for `QUIET_S`, its activations wait to start and its running children are
 stopped (SIGSTOP), continued (SIGCONT) once the others are quiet. A stopped guest's deadline
 does not run; a child is only ever stopped after it said `ready`, by when it has asked to die
 with its parent (a worker killed while holding it would otherwise leave it stopped for good).
 A guest is never held back more than `PATIENCE_S` in all: past that it runs beside the other
-guests, still at idle priority, so a worker that is never quiet still finishes its heavy
+guests at its low priority, so a worker that is never quiet still finishes its heavy
 activities.
 
-Rejected: priority alone (above); cgroup CPU weights (root-only here, and the deployment's job:
-systemd's `CPUWeight=`); pausing through the wasm epoch (a paused guest would hold the worker's
+Rejected: priority alone (above); the idle scheduling class (on a machine that stays busy it
+starves: the suite on both cores held such children for minutes, and an unprivileged process
+cannot leave it); cgroup CPU weights (root-only here, and the deployment's job: systemd's
+`CPUWeight=`); pausing through the wasm epoch (a paused guest would hold the worker's
 in-process sandbox).
 """
 

@@ -15,7 +15,7 @@ so overflowing at once cost a busy worker more than it saved (`amber bench --sca
 
 A long guest gets only the CPU the rest leaves. An activity runs first on a slice of its fuel
 (`slice_fuel`); one that uses it all is run again from the start, with its whole budget, in the
-`BackgroundLane`: child processes at idle priority, paused while this worker's other guests run,
+`BackgroundLane`: child processes at low priority, held back while this worker's other guests run,
 holding none of the `guests` places. A fuel bomb then costs the healthy path its slice (about
 20 ms at 5·10⁷ fuel), not its budget (about 0.4 s of CPU at 10⁹), and a heavy activity keeps
 its budget and its outcome: fuel use is deterministic, so the second run ends as the first
@@ -51,7 +51,9 @@ OVERFLOW_AFTER_S = 0.002
 """How long an activation waits for the in-process sandbox before it runs in a child."""
 SLICE_FUEL = 50_000_000
 """Fuel an activity runs on before it moves to the background lane (≈ 20 ms of C guest CPU)."""
-BACKGROUND_NICENESS = 19
+BACKGROUND_NICENESS = 10
+"""A tenth of a contended core or so: the lane is held back while other guests run, and once
+let go (quiet, or out of patience) it must still get somewhere on a machine that stays busy."""
 LIVE_PATIENCE_S = 0.05
 """How long a workflow activation whose run has a live Python instance in process waits for it:
 in a child it would replay from the top (milliseconds of CPython, more with each step), and the

@@ -7,8 +7,7 @@ their own: a third at niceness 19 in its parent's session still took its full th
 while one in a session of its own with that session's niceness at 19 took 0.23 CPU-s of 3 s.
 So a process meant to yield starts in a session of its own (`start_new_session`) and gets
 both its session's weight lowered (`/proc/PID/autogroup`) and its own niceness (what counts
-where autogroups are off); the idle scheduling class on top makes any waking normal task
-preempt it at once. Under a cgroup manager (systemd's `CPUWeight=`, Kubernetes) the same is
+where autogroups are off). Under a cgroup manager (systemd's `CPUWeight=`, Kubernetes) the same is
 better done by giving the workers' slices their weights.
 """
 
@@ -20,9 +19,11 @@ from pathlib import Path
 
 
 def lower_priority(pid: int, niceness: int) -> None:
-    """Make process `pid` (and its session, if it leads one) yield the CPU: niceness 1–19, and
-    at 19 the idle scheduling class too. Done by the parent right after the start, so that
-    the child's own start-up (imports, about 0.5 CPU-s) already yields.
+    """Make process `pid` (and its session, if it leads one) yield the CPU: niceness 1–19.
+    Done by the parent right after the start, so that the child's own start-up (imports, about
+    0.5 CPU-s) already yields. Never the idle scheduling class: on a machine that stays busy
+    it starves (measured: a suite on both cores held such a child for minutes), and an
+    unprivileged process cannot leave it again.
 
     Best effort: where a knob is not allowed or not present the process runs without it."""
     if niceness <= 0:
@@ -30,9 +31,6 @@ def lower_priority(pid: int, niceness: int) -> None:
     niceness = min(niceness, 19)
     with contextlib.suppress(OSError):
         os.setpriority(os.PRIO_PROCESS, pid, niceness)
-    if niceness == 19:
-        with contextlib.suppress(OSError, AttributeError):
-            os.sched_setscheduler(pid, os.SCHED_IDLE, os.sched_param(0))
     with contextlib.suppress(OSError):
         if os.getsid(pid) == pid:  # never re-weigh a session the process merely joined
             Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
