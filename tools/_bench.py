@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -64,13 +64,15 @@ from ._bench_python import (
     measure_python_sandbox,
     measure_python_throughput,
 )
-from ._bench_recovery import RecoveryOptions, WorkerControl, measure_recovery
+from ._bench_recovery import CrashControl, RecoveryOptions, measure_recovery
 from ._bench_sandbox import measure_sandbox
 from ._build import build_module
 
 CHAIN_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "chain.c"
 _ROOT: Final = Path(__file__).resolve().parent.parent
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
+_OUTAGE_GRACE_S: Final = 2.0
+"""Warnings logged this long after a deliberate outage drained are still its echo."""
 
 
 def default_output() -> Path:
@@ -113,7 +115,8 @@ class BenchOptions:
     idle_runs: int = 10_000
     """Runs parked on a timer or signal in the idle-cost phase (0: skip it)."""
     recovery_runs: int = 100
-    """Runs in flight when the recovery phase kills the worker (0: skip it)."""
+    """Runs in flight when the recovery phases kill the worker, then the server (0: skip
+    them)."""
     isolation_runs: int = 200
     """Healthy runs per batch of the isolation phase, beside 10 % poison runs (0: skip it)."""
     worker_fuel: int | None = None
@@ -156,6 +159,8 @@ class _Stack:
     server: _Child | None
     workers: tuple[_Child, ...]
     db: _Db | None
+    restarted: list[_Child] = field(default_factory=list)
+    """Servers started in place of `server` (the server-kill phase): stopped where it is."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,11 +182,13 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         raise ValueError("need n >= 1, k >= 0, w >= 1 and workers >= 1")
     tag = secrets.token_hex(4)
     problems: dict[str, list[str]] = {}
+    outages: list[tuple[float, float]] = []
+    """Unix-time windows of the deliberate server kill: warnings logged then are expected."""
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="amber-bench-")))
 
         def keep_logs(failed: type[BaseException] | None, *_: object) -> bool:
-            return _collect_logs(tmp / "logs", options.output, failed, problems)
+            return _collect_logs(tmp / "logs", options.output, failed, problems, outages)
 
         stack.push(keep_logs)  # runs once everything pushed later has been stopped
         setup = _attach(options) if options.target else _start(options, tmp, stack, tag)
@@ -221,7 +228,12 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         # Idle cost before isolation: the hostile guests' memory bombs would inflate the
         # worker's RSS that parking is measured against (it then shrank 40 % while 10,000 runs
         # parked, which says nothing about what parked runs cost).
-        idle, recovery = _crash_and_idle_phases(options, setup, client, stack, tmp, tag)
+        idle, recovery, server_kill = _crash_and_idle_phases(
+            options, setup, client, stack, tmp, tag
+        )
+        if server_kill is not None:
+            begin, end = server_kill["outage_unix"]
+            outages.append((begin, end + _OUTAGE_GRACE_S))
         # After idle cost (live Python instances, ~8 MiB each, would inflate the worker RSS
         # that parking is measured against) and before isolation (whose poison runs the
         # surgical pool retries for minutes, on the same cores).
@@ -321,6 +333,7 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
         "peak_rss_mb": peak_rss,
         "idle_cost": idle,
         "recovery": recovery,
+        "recovery_server_kill": server_kill,
         "isolation": isolation,
         "sandbox": sandbox,
         "python": python,
@@ -352,14 +365,14 @@ def _crash_and_idle_phases(
     stack: contextlib.ExitStack,
     tmp: Path,
     tag: str,
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """The idle-cost and recovery phases; they need the store and processes of our own, so they
-    are skipped (None) with `--target`."""
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
+    """The idle-cost and recovery phases (worker kill, server kill); they need the store and
+    processes of our own, so they are skipped (None) with `--target`."""
     if setup.server is None or setup.db is None or not setup.workers:
-        return None, None
+        return None, None, None
     url = psycopg.conninfo.make_conninfo(setup.db.stats_url, dbname=setup.db.name)
     store = stack.enter_context(Database(url, max_size=2))
-    idle = recovery = None
+    idle = recovery = server_kill = None
     if options.idle_runs > 0:
         progress(f"idle cost: {options.idle_runs} runs parked on a timer or signal")
         built = build_module(PARK_SOURCE, tmp / "park.wasm")
@@ -372,13 +385,15 @@ def _crash_and_idle_phases(
         idle = measure_idle_cost(client, store, pids, setup.server.popen.pid, park)
     if options.recovery_runs > 0:
         progress(f"recovery: SIGKILL the worker with {options.recovery_runs} runs in flight")
-        control = _worker_control(setup.workers[0], stack)
         crash = RecoveryOptions(
             runs=options.recovery_runs, k=options.k, starters=options.w,
             timeout_s=options.timeout_s, tag=f"bench-{tag}-recovery",
         )  # fmt: skip
-        recovery = measure_recovery(client, store, control, crash)
-    return idle, recovery
+        recovery = measure_recovery(client, store, _worker_control(setup.workers[0], stack), crash)
+        progress(f"recovery: SIGKILL the server with {options.recovery_runs} runs in flight")
+        crash = replace(crash, tag=f"bench-{tag}-server-kill")
+        server_kill = measure_recovery(client, store, _server_control(setup), crash)
+    return idle, recovery, server_kill
 
 
 def _isolation_phase(
@@ -412,7 +427,7 @@ def _isolation_phase(
     return measure_isolation(client, batch, phase, tmp)
 
 
-def _worker_control(worker: _Child, stack: contextlib.ExitStack) -> WorkerControl:
+def _worker_control(worker: _Child, stack: contextlib.ExitStack) -> CrashControl:
     """Kill this worker's process group; start a replacement with the same arguments."""
 
     def kill() -> None:
@@ -424,7 +439,34 @@ def _worker_control(worker: _Child, stack: contextlib.ExitStack) -> WorkerContro
         child = _spawn(f"{worker.name}-restarted", list(worker.args), worker.env, worker.log.parent)
         stack.callback(_stop, child)
 
-    return WorkerControl(kill=kill, restart=restart)
+    return CrashControl(victim="worker", kill=kill, restart=restart)
+
+
+def _server_control(setup: _Stack) -> CrashControl:
+    """Kill the server (not the embedded PostgreSQL it started: a restarted server reuses it);
+    start a replacement on the same port, as a supervisor would, and wait until it listens."""
+    server = setup.server
+    assert server is not None
+    args = list(server.args)
+    args[args.index("--listen") + 1] = setup.target
+    port_file = Path(args[args.index("--port-file") + 1])
+
+    def kill() -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server.popen.pid, signal.SIGKILL)
+        server.popen.wait(timeout=30)
+
+    def restart() -> None:
+        port_file.unlink(missing_ok=True)
+        child = _spawn("server-restarted", args, server.env, server.log.parent)
+        setup.restarted.append(child)  # stopped after the workers, as the first one is
+        deadline = time.monotonic() + 120.0
+        while not (port_file.exists() and port_file.read_text().strip().isdigit()):
+            if child.popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the restarted server did not start; see {child.log}")
+            time.sleep(0.05)
+
+    return CrashControl(victim="server", kill=kill, restart=restart)
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -451,7 +493,8 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
     args += ["--metrics-listen", "127.0.0.1:0"]  # `curl` it while the bench runs
     server = _spawn("server", args, env, tmp / "logs")
     pgdata = tmp / "home" / "pgdata"
-    stack.callback(_stop_server, server, None if url else pgdata)
+    restarted: list[_Child] = []
+    stack.callback(_stop_server, server, None if url else pgdata, restarted)
     deadline = time.monotonic() + 120.0
     while not (port_file.exists() and port_file.read_text().strip().isdigit()):
         if server.popen.poll() is not None or time.monotonic() > deadline:
@@ -473,7 +516,7 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
         child = _spawn(f"worker-{i}", args, env, tmp / "logs")
         stack.callback(_stop, child)
         workers.append(child)
-    return _Stack(target=target, server=server, workers=tuple(workers), db=db)
+    return _Stack(target=target, server=server, workers=tuple(workers), db=db, restarted=restarted)
 
 
 def _attach(options: BenchOptions) -> _Stack:
@@ -514,9 +557,11 @@ def _stop(child: _Child, timeout_s: float = 30.0) -> None:
             child.popen.wait(timeout=timeout_s)
 
 
-def _stop_server(server: _Child, pgdata: Path | None) -> None:
-    """Stop the server; it stops the embedded PostgreSQL it started, unless it was killed."""
-    _stop(server)
+def _stop_server(server: _Child, pgdata: Path | None, restarted: Sequence[_Child] = ()) -> None:
+    """Stop the server (and those restarted in its place); it stops the embedded PostgreSQL it
+    started, unless it was killed."""
+    for child in (*restarted, server):
+        _stop(child)
     if pgdata is None:
         return
     try:
@@ -538,11 +583,24 @@ def _is_postmaster(pid: int) -> bool:
     return fields is not None and fields[0] not in ("Z", "X")
 
 
-def _collect_logs(logs: Path, output: Path, failed: object, problems: dict[str, list[str]]) -> bool:
-    """Note suspicious log lines; keep the logs beside the JSON when there are any."""
+def _collect_logs(
+    logs: Path,
+    output: Path,
+    failed: object,
+    problems: dict[str, list[str]],
+    outages: Sequence[tuple[float, float]] = (),
+) -> bool:
+    """Note suspicious log lines, except those logged during a deliberate outage (a line
+    without a time of its own, as a traceback's, has its predecessor's); keep the logs beside
+    the JSON when there are any."""
     for log in sorted(logs.glob("*.log")) if logs.is_dir() else []:
-        lines = log.read_text(errors="replace").splitlines()
-        bad = [ln for ln in lines if any(w in ln for w in (" ERROR ", " WARNING ", "Traceback"))]
+        bad, at = [], 0.0
+        for line in log.read_text(errors="replace").splitlines():
+            at = _logged_at(line) or at
+            if any(w in line for w in (" ERROR ", " WARNING ", "Traceback")) and not any(
+                begin <= at <= end for begin, end in outages
+            ):
+                bad.append(line)
         if bad:
             problems[log.stem] = bad[:20]
     if (problems or failed is not None) and logs.is_dir():
@@ -550,6 +608,14 @@ def _collect_logs(logs: Path, output: Path, failed: object, problems: dict[str, 
         shutil.copytree(logs, kept, dirs_exist_ok=True)
         progress(f"server/worker logs kept in {kept}")
     return False
+
+
+def _logged_at(line: str) -> float | None:
+    """The Unix time of a line logged as `2026-12-03 14:20:09,123 WARNING ...` (local time)."""
+    try:
+        return datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
 
 
 # -- the runs --------------------------------------------------------------------------------

@@ -185,6 +185,7 @@ def _targets(
     sandbox = result.get("sandbox")
     idle = result.get("idle_cost") or {}
     recovery = result.get("recovery") or {}
+    server_kill = result.get("recovery_server_kill") or {}
     isolation = result.get("isolation") or {}
     diagnosis = isolation.get("time_to_diagnosis_s") or {}
     rss_ratios = [r for r in idle.get("worker_rss_ratio", []) if r is not None]
@@ -235,6 +236,14 @@ def _targets(
                 if recovery else None,
                 note=f"{recovery['runs']} runs, {recovery['activities_rerun']} activities re-run"
                 f" (bound {recovery['at_least_once_bound']})" if recovery else elsewhere),
+        _Target(name="server_kill_drain_s",
+                text="SIGKILL the server with 100 runs in flight, restart it: all complete, no"
+                " attempt counted as lost with its worker; report the time to drain",
+                measured=server_kill.get("time_kill_to_all_done_s"),
+                verdict=server_kill.get("all_completed") and server_kill["at_least_once_bound"] == 0
+                if server_kill else None,
+                note=f"{server_kill['runs']} runs, {server_kill['at_least_once_bound']} attempts"
+                " counted as lost" if server_kill else elsewhere),
         _Target(name="python_vs_c_throughput",
                 text="Python guests' workflows/s ÷ C guests', same workload, same run ≥ 0.5",
                 measured=result.get("python_vs_c_throughput"), at_least=0.5,

@@ -1,8 +1,11 @@
-"""`amber bench`'s recovery phase: SIGKILL the worker with runs in flight, restart it, drain.
+"""`amber bench`'s recovery phases: SIGKILL the worker, or the server, with runs in flight,
+restart it, drain.
 
 Use it to put a number on a crash: `runs` `chain` runs of K activities are started; once a
-fraction of their activities has completed the worker is killed with SIGKILL (its whole process
-group) and a new one is started at once. Every run must still complete with the right result.
+fraction of their activities has completed the process is killed with SIGKILL (a worker with its
+whole process group) and a new one is started at once. Every run must still complete with the
+right result. After a server kill, no attempt may be recorded as lost with its worker: the tasks
+the dead server had granted go back to their queue when the worker next polls, uncounted.
 
 Checked from the histories, not from the activities themselves (a sandboxed guest cannot write a
 count file as the peers' steps do): each run holds exactly one `ActivityCompleted` per activity
@@ -48,17 +51,19 @@ class RecoveryOptions:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WorkerControl:
-    """How the phase kills the running worker and starts its replacement."""
+class CrashControl:
+    """How the phase kills a running process and starts its replacement."""
 
+    victim: str
+    """What is killed: "worker" or "server"."""
     kill: Callable[[], None]
-    """SIGKILL the worker (and its children)."""
+    """SIGKILL it (a worker with its children)."""
     restart: Callable[[], None]
-    """Start a new worker like the killed one."""
+    """Start a new one like the killed one; return once it serves."""
 
 
 def measure_recovery(
-    client: AmberClient, store: Database, worker: WorkerControl, options: RecoveryOptions
+    client: AmberClient, store: Database, victim: CrashControl, options: RecoveryOptions
 ) -> dict[str, Any]:
     """Run the crash and return the phase's JSON (`errors` lists what went wrong)."""
     errors: list[str] = []
@@ -77,12 +82,13 @@ def measure_recovery(
             errors.append(f"only {done} of {total} activities completed before the timeout")
             break
         time.sleep(_POLL_S)
-    worker.kill()
+    outage_began = time.time()
+    victim.kill()
     killed, killed_wall = time.perf_counter(), time.time()
     at_kill = store.run(store_footprint_txn)
-    worker.restart()
+    victim.restart()
     runs = [_wait(client, run_id, options.timeout_s, errors) for run_id in run_ids]
-    drained = time.perf_counter()
+    drained, drained_wall = time.perf_counter(), time.time()
     closed_before_kill = sum(
         1 for run in runs if run and run.closed_at and run.closed_at.timestamp() < killed_wall
     )
@@ -92,6 +98,7 @@ def measure_recovery(
             _check_result(run, values[run.run_id] + options.k, errors)
     bound = audit.pop("activity_attempts_lost")
     return {
+        "killed": victim.victim,
         "runs": options.runs,
         "k": options.k,
         "killed_after_s": round(killed - began, 3),
@@ -101,6 +108,7 @@ def measure_recovery(
         "tasks_leased_at_kill": at_kill.tasks_leased,
         "tasks_pending_at_kill": at_kill.tasks_pending,
         "time_kill_to_all_done_s": round(drained - killed, 2),
+        "outage_unix": [round(outage_began, 3), round(drained_wall, 3)],
         "all_completed": not errors and len(run_ids) == options.runs,
         **audit,
         "at_least_once_bound": bound,

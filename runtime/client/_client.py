@@ -48,6 +48,9 @@ T = TypeVar("T")
 DEFAULT_TARGET = "127.0.0.1:7233"
 _ENVELOPE_ROOM = 64 * 1024
 """What a request needs besides its payload, within gRPC's message cap."""
+UPLOAD_COMPILE_S_PER_MIB = 5.0
+"""Extra seconds an upload may take per MiB of module, beyond the client timeout: the server
+compiles what it stores (a Python component is about 18 MiB)."""
 
 
 class AmberClient(ReportCalls):
@@ -246,7 +249,12 @@ class AmberClient(ReportCalls):
         request = pb.UploadVersionRequest(
             module=wasm, promote=promote, label=label, operator=operator
         )
-        response = self._call(self._stub.UploadVersion, request, operator=True)
+        # The server compiles the module before it answers: about 5 s for an 18 MB Python
+        # component on a quiet machine, several times that on a busy one.
+        allowance = UPLOAD_COMPILE_S_PER_MIB * len(wasm) / 2**20
+        response = self._call(
+            self._stub.UploadVersion, request, extra_timeout_s=allowance, operator=True
+        )
         return UploadResult(version=m.version_from_pb(response.version), created=response.created)
 
     def list_versions(self) -> list[ModuleVersion]:

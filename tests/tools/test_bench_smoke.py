@@ -49,6 +49,7 @@ TARGETS = (
     "idle_worker_rss_ratio",
     "idle_db_bytes_per_run",
     "recovery_drain_s",
+    "server_kill_drain_s",
     "isolation_ratio",
 )
 
@@ -179,6 +180,19 @@ def test_a_killed_worker_s_runs_all_complete_within_the_at_least_once_bound(
     assert recovery["within_bound"], recovery
     assert recovery["activities_rerun"] <= recovery["at_least_once_bound"], recovery
     assert bench["json"]["log_problems"] == {}, bench["json"]["log_problems"]
+
+
+@pytest.mark.slow
+def test_a_killed_server_s_runs_all_complete_and_no_attempt_counts_as_lost(
+    bench: dict[str, Any],
+) -> None:
+    killed = bench["json"]["recovery_server_kill"]
+    assert killed["killed"] == "server"
+    assert killed["errors"] == [] and killed["all_completed"], killed
+    assert killed["steps_missing"] == killed["completions_recorded_twice"] == 0
+    # Tasks the dead server had granted go back to their queue uncounted, not as crashes.
+    assert killed["at_least_once_bound"] == 0, killed
+    assert bench["json"]["targets"]["server_kill_drain_s"]["met"] is True
 
 
 @pytest.mark.slow
