@@ -81,6 +81,7 @@ class ParallelSandbox:
         self._overflow = overflow
         self._background = background
         self._slice_fuel = slice_fuel
+        self._watchers: tuple[Callable[[], None], Callable[[], None]] = (_nothing, _nothing)
         self._running = threading.BoundedSemaphore(guests)
         self._inline_free = threading.Lock()
         self.guests = guests
@@ -110,7 +111,18 @@ class ParallelSandbox:
         assert self._background is not None
         with self._counting:
             self.in_background += 1
-        return self._background.run(request)
+        started, ended = self._watchers
+        started()
+        try:
+            return self._background.run(request)
+        finally:
+            ended()
+
+    def watch_background(self, started: Callable[[], None], ended: Callable[[], None]) -> None:
+        """Call `started()` when an activation moves to the background lane (on its caller's
+        thread, before it waits there) and `ended()` when it is done: a caller whose thread it
+        holds meanwhile can put another to work (the worker adds a slot)."""
+        self._watchers = (started, ended)
 
     def _foreground(
         self, run: Callable[[ActivationRequest], RawOutput], request: ActivationRequest
@@ -178,6 +190,10 @@ class ParallelSandbox:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _nothing() -> None:
+    pass
 
 
 def guest_runner(

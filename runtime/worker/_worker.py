@@ -62,6 +62,7 @@ from amber.runtime.replay import (
 )
 from amber.runtime.sandbox import (
     ActivityHost,
+    ParallelSandbox,
     RecordingSandbox,
     SandboxLimits,
     SandboxRunner,
@@ -75,6 +76,8 @@ from ._histories import RunCopies, RunCopy
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
+MAX_SLOT_THREADS = 256
+"""At most this many threads serve, slots and those added for tasks in the background lane."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +166,14 @@ class Worker:
         self.failed = 0
         self.combined = 0
         """Activities reported together with the workflow activation that followed them."""
+        self._slots = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._serving = 0
+        """Threads in `_serve` (0 unless `run` runs)."""
+        self._in_background = 0
+        """Tasks whose thread waits in the sandbox's background lane: as many more serve."""
+        if isinstance(sandbox, ParallelSandbox):
+            sandbox.watch_background(self._background_started, self._background_ended)
 
     def stop(self) -> None:
         self._stop.set()
@@ -179,15 +190,48 @@ class Worker:
         outages by backing off."""
         if self.settings.release_on_start:
             self._release_predecessor_leases()
-        extra = [
-            threading.Thread(target=self._serve, name=f"amber-slot-{n}", daemon=True)
-            for n in range(1, max(self.settings.slots, 1))
-        ]
-        for slot in extra:
-            slot.start()
+        with self._slots:
+            self._serving = max(self.settings.slots, 1)
+            for _ in range(1, self._serving):
+                self._start_slot()
         self._serve()
-        for slot in extra:
-            slot.join()
+        while True:
+            with self._slots:
+                threads, self._threads = self._threads, []
+            if not threads:
+                return
+            for slot in threads:
+                slot.join()
+
+    def _start_slot(self) -> None:
+        # Holding self._slots.
+        slot = threading.Thread(
+            target=self._serve, name=f"amber-slot-{len(self._threads) + 1}", daemon=True
+        )
+        self._threads.append(slot)
+        slot.start()
+
+    def _background_started(self) -> None:
+        """A task's activation went to the background lane, where it may wait for long: another
+        thread serves meanwhile, so that heavy or poisoned tasks never take the slots."""
+        with self._slots:
+            self._in_background += 1
+            wanted = max(self.settings.slots, 1) + self._in_background
+            if 0 < self._serving < wanted and self._serving < MAX_SLOT_THREADS:
+                self._serving += 1
+                self._start_slot()
+
+    def _background_ended(self) -> None:
+        with self._slots:
+            self._in_background -= 1
+
+    def _one_too_many(self) -> bool:
+        """Whether this thread should stop serving: a background task it made room for ended."""
+        with self._slots:
+            if self._serving > max(self.settings.slots, 1) + self._in_background:
+                self._serving -= 1
+                return True
+            return False
 
     def _release_predecessor_leases(self) -> None:
         backoff = 0.1
@@ -210,7 +254,7 @@ class Worker:
 
     def _serve(self) -> None:
         backoff = 0.1
-        while not self._stop.is_set():
+        while not self._stop.is_set() and not self._one_too_many():
             try:
                 # One slot polls at a time; the others wait their turn here. A long poll holds
                 # a server thread, so an idle worker holds one, not one per slot; a poll woken

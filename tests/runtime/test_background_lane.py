@@ -294,3 +294,29 @@ def _argv(pid: int) -> list[str]:
         return Path(f"/proc/{pid}/cmdline").read_text().split("\0")
     except OSError:
         return []
+
+
+def test_a_task_in_the_background_lane_does_not_take_a_worker_slot(
+    make_server, modules: dict[str, bytes], lane: ParallelSandbox
+) -> None:
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["poison"], promote=True)
+    srv.client.upload_version(modules["heavy"], promote=True)
+    long_bomb = SandboxLimits(fuel=10**10, deadline_s=60.0)  # seconds of CPU in the lane
+    settings = WorkerSettings(
+        worker_id="one-slot", poll_wait_s=0.2, slots=1, activity_limits=long_bomb
+    )
+    worker = Worker(srv.client, lane, settings)
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    try:
+        bomb = srv.client.start_run("poisoned", {"kind": "fuel"}).run.run_id
+        wait_for(lambda: lane.in_background_now() == 1, 30, "the bomb in the lane")
+        light = srv.client.start_run("heavy_wf", {"n": 10}).run.run_id
+        done = srv.client.result(light, wait_s=30)
+        assert done.status is RunStatus.COMPLETED  # the worker's one slot was not taken
+        assert lane.in_background_now() == 1  # while the bomb still burns
+        srv.client.terminate(bomb, reason="test over", operator="test")
+    finally:
+        worker.stop()
+        serving.join(timeout=30)
