@@ -71,8 +71,9 @@ from ._build import build_module
 CHAIN_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "chain.c"
 _ROOT: Final = Path(__file__).resolve().parent.parent
 _TICKS: Final = os.sysconf("SC_CLK_TCK")
-_OUTAGE_GRACE_S: Final = 2.0
-"""Warnings logged this long after a deliberate outage drained are still its echo."""
+_OUTAGE_GRACE_S: Final = 5.0
+"""Warnings logged this long after the restarted server listens are still the outage's echo
+(a worker's backoff between reconnections reaches 5 s)."""
 
 
 def default_output() -> Path:
@@ -183,7 +184,8 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
     tag = secrets.token_hex(4)
     problems: dict[str, list[str]] = {}
     outages: list[tuple[float, float]] = []
-    """Unix-time windows of the deliberate server kill: warnings logged then are expected."""
+    """Unix-time windows of the deliberate server kill, from the kill until its replacement
+    listens (and `_OUTAGE_GRACE_S`): warnings logged then are expected."""
     with contextlib.ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="amber-bench-")))
 

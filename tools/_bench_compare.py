@@ -377,6 +377,7 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
         "idle_worker_rss_ratio": "worker RSS after / before parking",
         "idle_db_bytes_per_run": "database bytes per parked run",
         "recovery_drain_s": "SIGKILL → all done, s",
+        "server_kill_drain_s": "server SIGKILL → all done, s",
         "isolation_ratio": "isolation (with / without poison)",
         "python_vs_c_throughput": "Python guests wf/s ÷ C guests",
         "python_fresh_activation_ms": "Python fresh activation, ms",

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
-from amber.abi import AmberError
+from amber.abi import AmberError, RetryableError
 from amber.history import (
     ActivityCompleted,
     Database,
@@ -87,8 +87,9 @@ def measure_recovery(
     killed, killed_wall = time.perf_counter(), time.time()
     at_kill = store.run(store_footprint_txn)
     victim.restart()
+    restarted_wall = time.time()
     runs = [_wait(client, run_id, options.timeout_s, errors) for run_id in run_ids]
-    drained, drained_wall = time.perf_counter(), time.time()
+    drained = time.perf_counter()
     closed_before_kill = sum(
         1 for run in runs if run and run.closed_at and run.closed_at.timestamp() < killed_wall
     )
@@ -108,7 +109,7 @@ def measure_recovery(
         "tasks_leased_at_kill": at_kill.tasks_leased,
         "tasks_pending_at_kill": at_kill.tasks_pending,
         "time_kill_to_all_done_s": round(drained - killed, 2),
-        "outage_unix": [round(outage_began, 3), round(drained_wall, 3)],
+        "outage_unix": [round(outage_began, 3), round(restarted_wall, 3)],
         "all_completed": not errors and len(run_ids) == options.runs,
         **audit,
         "at_least_once_bound": bound,
@@ -134,6 +135,9 @@ def _wait(client: AmberClient, run_id: str, timeout_s: float, errors: list[str])
     while (remaining := deadline - time.perf_counter()) > 0:
         try:
             run = client.result(run_id, wait_s=min(5.0, remaining))
+        except RetryableError:  # the server restarting (the server-kill phase): ask again
+            time.sleep(0.1)
+            continue
         except AmberError as exc:
             errors.append(f"{run_id}: result failed: {exc}")
             return None

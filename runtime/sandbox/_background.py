@@ -1,59 +1,57 @@
 """`BackgroundLane`: where a worker runs activities that outran their fuel slice, on the CPU its
 other guests leave.
 
-Its guests run in child processes (`IsolatedSandbox`) at low CPU priority: a session of their
-own (an autogroup) at niceness 10 (`_priority`), their deadlines counting their own CPU time.
-Priority alone did not protect the healthy path here: measured on this machine's two virtual
-cores, a background fuel bomb at niceness 19, even in the idle scheduling class, still took
-0.5–0.9 CPU-s per second, the CPU the latency-bound healthy path left idle between its steps,
-and healthy throughput fell as much as with the bomb at normal priority (isolation ratio
-0.70–0.81 against 0.80). A busy virtual core slows its neighbour whatever the guest's scheduler
-thinks. So the lane also holds back: while the worker's other guests are busy, and until they
-have been quiet for `QUIET_S`, its activations wait to start and its running children are
-stopped (SIGSTOP), continued (SIGCONT) once the others are quiet. A stopped guest's deadline
-does not run; a child is only ever stopped after it said `ready`, by when it has asked to die
-with its parent (a worker killed while holding it would otherwise leave it stopped for good).
-A guest is never held back more than `PATIENCE_S` in all: past that it runs beside the other
-guests at its low priority, so a worker that is never quiet still finishes its heavy
-activities.
+Its guests run in reused child processes (`IsolatedSandbox`) at low CPU priority: a session of
+their own (an autogroup) at niceness 10 (`_priority`). Priority alone did not protect the
+healthy path here: measured on this machine's two virtual cores, a background fuel bomb at
+niceness 19, even in the idle scheduling class, still took 0.5–0.9 CPU-s per second, the CPU
+the latency-bound healthy path left idle between its steps, and healthy throughput fell as much
+as with the bomb at normal priority (isolation ratio 0.70–0.81 against 0.80). A busy virtual
+core slows its neighbour whatever the guest's scheduler thinks. So the lane also holds back:
+while the worker's other guests are busy, and until they have been quiet for `QUIET_S`, an
+activation waits to start. It waits at most `PATIENCE_S`, and at most half of what is left of
+its deadline, which keeps counting wall time as the author's start-to-close timeout on the
+server does: past that it starts beside the other guests, at its low priority, so a worker
+that is never quiet still finishes its heavy activities.
 
 Rejected: priority alone (above); the idle scheduling class (on a machine that stays busy it
-starves: the suite on both cores held such children for minutes, and an unprivileged process
-cannot leave it); cgroup CPU weights (root-only here, and the deployment's job: systemd's
-`CPUWeight=`); pausing through the wasm epoch (a paused guest would hold the worker's
-in-process sandbox).
+starves, and an unprivileged process cannot leave it); stopping a running child while others
+run (SIGSTOP: a few points of isolation at most, within the machine's drift, for a child whose
+deadline clock, reuse and death with a killed worker all need handling apart: see
+docs/execution.md); cgroup CPU weights (root-only here, and the deployment's job: systemd's
+`CPUWeight=`).
 """
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
+from dataclasses import replace
+
+from amber.runtime.model import DeadlineExceeded
 
 from ._isolated import IsolatedSandbox
 from ._sandbox import ActivationRequest, RawOutput
 
 QUIET_S = 0.2
-"""How long the worker's other guests must have been idle before the lane goes on."""
+"""How long the worker's other guests must have been idle before a held activation starts."""
 PATIENCE_S = 30.0
-"""The longest a background guest is held back in all, before it runs regardless."""
+"""The longest an activation waits to start (less if its deadline is near)."""
 _TICK_S = 0.02
 
 
 class BackgroundLane:
-    """Runs activations in low-priority child processes, held back while foreground guests run.
+    """Runs activations in low-priority child processes, each once this worker's other guests
+    are quiet (or it has waited its patience).
 
     The worker calls `foreground_started()` and `foreground_ended()` around each of its other
-    activations. A background activation waits to start (a child's start-up is half a CPU-second
-    of imports) and its child is stopped while the lane is held, which is while foreground guests
-    run and for `QUIET_S` after, until its activations have been held `patience_s` in all."""
+    activations."""
 
     def __init__(
         self, children: IsolatedSandbox, slots: int, *, patience_s: float = PATIENCE_S
     ) -> None:
         """`slots`: activations run at once (more wait their turn; give `children` as many
-        reused processes, or each extra one costs a process start-up); `patience_s`: the
-        longest they are held back in all (give `children` at least that in `pauses_s`)."""
+        reused processes, or each extra one costs a process start-up)."""
         self._children = children
         self._slots = threading.BoundedSemaphore(slots)
         self._patience_s = patience_s
@@ -61,66 +59,58 @@ class BackgroundLane:
         self._busy = 0
         """Foreground activations in flight."""
         self._quiet_since = time.monotonic()
-        self._waiting = 0
-        """Background activations in flight."""
-        self._held = False
-        self._held_s = 0.0
-        """How long the background activations in flight have been held back."""
-        self._stop = threading.Event()
-        self._gate = threading.Thread(target=self._watch, name="amber-background", daemon=True)
-        self._gate.start()
-
-    def run(self, request: ActivationRequest) -> RawOutput:
-        with self._changed:
-            self._waiting += 1
-        try:
-            with self._slots:
-                with self._changed:
-                    while self._held and not self._stop.is_set():
-                        self._changed.wait()
-                return self._children.run(request)
-        finally:
-            with self._changed:
-                self._waiting -= 1
-                if not self._waiting:
-                    self._held_s = 0.0
+        self._in_lane = 0
+        """Activations in the lane, waiting or running."""
 
     def activities(self) -> int:
-        """Activations in the lane now, held back or running."""
-        return self._waiting
+        """Activations in the lane now, waiting or running."""
+        return self._in_lane
+
+    def run(self, request: ActivationRequest, deadline_at: float) -> RawOutput:
+        """Run `request` once the lane may; `deadline_at` (`time.monotonic()`) is when its
+        deadline ends, whatever waiting it does here."""
+        with self._changed:
+            self._in_lane += 1
+        try:
+            entered = time.monotonic()
+            patience = min(self._patience_s, max(0.0, (deadline_at - entered) / 2))
+            with self._slots:
+                with self._changed:
+                    while (wait := self._wait_s(entered + patience)) > 0:
+                        self._changed.wait(min(wait, _TICK_S * 5))
+                left = deadline_at - time.monotonic()
+                if left <= 0:
+                    raise DeadlineExceeded(
+                        "the activation's deadline passed before it could run again",
+                        run_id=request.run_id,
+                        step=request.step,
+                        digest=request.digest,
+                    )
+                limits = replace(request.limits, deadline_s=left)
+                return self._children.run(replace(request, limits=limits))
+        finally:
+            with self._changed:
+                self._in_lane -= 1
+
+    def _wait_s(self, give_up_at: float) -> float:
+        """How much longer to wait before starting (0: start now). Holding `_changed`."""
+        now = time.monotonic()
+        if now >= give_up_at:
+            return 0.0
+        if self._busy:
+            return give_up_at - now
+        return max(0.0, self._quiet_since + QUIET_S - now)
 
     def foreground_started(self) -> None:
         with self._changed:
             self._busy += 1
-            if self._waiting and self._held_s < self._patience_s:
-                self._hold(True)
 
     def foreground_ended(self) -> None:
         with self._changed:
             self._busy -= 1
             if self._busy == 0:
                 self._quiet_since = time.monotonic()
+                self._changed.notify_all()
 
     def close(self) -> None:
-        self._stop.set()
-        with self._changed:
-            self._hold(False)
         self._children.close()
-
-    def _watch(self) -> None:
-        last = time.monotonic()
-        while not self._stop.wait(_TICK_S):
-            now = time.monotonic()
-            with self._changed:
-                if self._held and self._waiting:
-                    self._held_s += now - last
-                quiet = self._busy == 0 and now - self._quiet_since >= QUIET_S
-                self._hold(bool(self._waiting) and not quiet and self._held_s < self._patience_s)
-            last = now
-
-    def _hold(self, held: bool) -> None:
-        if held == self._held:
-            return
-        self._held = held
-        self._children.signal_running(signal.SIGSTOP if held else signal.SIGCONT)
-        self._changed.notify_all()

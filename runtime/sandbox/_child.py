@@ -1,9 +1,7 @@
 """The child process of `IsolatedSandbox`: runs one activation (or, reused, one after another).
 
-Started as `python -m amber.runtime.sandbox._child ARTIFACT_DIR MEMORY_BYTES [cpu|wall]` with
-pipes on stdin and stdout (stderr is the parent's). It caps its own memory, dies with its parent
-if it leads a session of its own (a background child the parent may hold stopped), counts
-deadlines in its own CPU time if told `cpu` (`SandboxEngine`), builds its engine on the
+Started as `python -m amber.runtime.sandbox._child ARTIFACT_DIR MEMORY_BYTES` with pipes on
+stdin and stdout (stderr is the parent's). It caps its own memory, builds its engine on the
 parent's artifact cache, says `ready`, and waits for a `run` frame (a spare child may wait a
 long time, and exits quietly if the parent closes the pipe instead). It runs the activation in
 an ordinary `Sandbox`: host imports that reach outside the process (`now` unless the request
@@ -16,11 +14,8 @@ for the next one; otherwise the child exits.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import resource
-import signal
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,7 +37,6 @@ from ._host import ActivationKind, ActivityHost, HostCallRecord
 from ._sandbox import ActivationRequest, Sandbox
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_PR_SET_PDEATHSIG = 1
 
 
 def limit_memory(max_bytes: int) -> None:
@@ -86,14 +80,6 @@ class _Parent:
         return value
 
 
-def _die_with_parent() -> None:
-    """Be killed when the parent process ends (Linux `PR_SET_PDEATHSIG`; elsewhere nothing)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() == 1:  # the parent ended before the line above
-        os._exit(1)
-
-
 def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationRequest:
     kind = ActivationKind(frame["kind"])
     activity = None
@@ -121,15 +107,13 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
 def main(argv: list[str]) -> int:
     artifact_dir, memory_bytes = Path(argv[0]), int(argv[1])
     limit_memory(memory_bytes)
-    if os.getsid(0) == os.getpid():
-        _die_with_parent()  # the parent may hold it stopped: an orphan would stay so for ever
     # Frames own the real stdout; anything else printing to stdout (a stray print, a native
     # library) goes to stderr instead of corrupting the stream.
     frames_out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     parent = _Parent(sys.stdin.buffer, frames_out)
-    engine = SandboxEngine(artifact_dir, max_modules=8, cpu_deadlines=argv[2:3] == ["cpu"])
+    engine = SandboxEngine(artifact_dir, max_modules=8)
     sandbox = Sandbox(engine, parent, parent.module)
     parent.send({"t": "ready", "pid": os.getpid()})
     while True:

@@ -8,7 +8,6 @@ part of every artifact's cache key.
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,8 +24,6 @@ from ._host import HostImports
 from ._http import HttpPolicy, http_policy
 
 EPOCH_TICK_S = 0.010
-CPU_DEADLINE_WALL_FACTOR = 10
-"""On an engine whose deadlines count CPU time, ten seconds of waiting count as one."""
 ENGINE_FLAGS = "consume_fuel=1;epoch_interruption=1;opt=speed"
 
 
@@ -41,32 +38,17 @@ def _new_engine() -> wasmtime.Engine:
 class _EpochTicker(threading.Thread):
     """Advances the engine's epoch every 10 ms, so a deadline of N ms is N/10 ticks.
 
-    Wasm releases the GIL while it runs, so a Python thread is enough. With `cpu_time`, the
-    epoch follows this process's CPU time instead, and the wall clock only at a tenth of its
-    rate (`CPU_DEADLINE_WALL_FACTOR`): a background guest (`ParallelSandbox`) that other work
-    keeps waiting is not stopped for the time it was not given, yet one blocked in a host call
-    still ends.
+    Wasm releases the GIL while it runs, so a Python thread is enough.
     """
 
-    def __init__(self, engine: wasmtime.Engine, *, cpu_time: bool = False) -> None:
+    def __init__(self, engine: wasmtime.Engine) -> None:
         super().__init__(name="amber-epoch-ticker", daemon=True)
         self._engine = engine
-        self._cpu_time = cpu_time
         self._stop = threading.Event()
 
     def run(self) -> None:
-        if not self._cpu_time:
-            while not self._stop.wait(EPOCH_TICK_S):
-                self._engine.increment_epoch()
-            return
-        wall0, cpu0, ticks = time.monotonic(), time.process_time(), 0
         while not self._stop.wait(EPOCH_TICK_S):
-            elapsed = max(
-                time.process_time() - cpu0, (time.monotonic() - wall0) / CPU_DEADLINE_WALL_FACTOR
-            )
-            while ticks < int(elapsed / EPOCH_TICK_S):
-                self._engine.increment_epoch()
-                ticks += 1
+            self._engine.increment_epoch()
 
     def stop(self) -> None:
         self._stop.set()
@@ -112,11 +94,7 @@ class SandboxEngine:
     evicted beyond `max_modules`. Artifacts come from the on-disk cache.
     """
 
-    def __init__(
-        self, artifact_dir: Path, *, max_modules: int = 64, cpu_deadlines: bool = False
-    ) -> None:
-        """`cpu_deadlines`: activations' deadlines count this process's CPU time (see
-        `_EpochTicker`); for a process of its own that runs one guest at a time."""
+    def __init__(self, artifact_dir: Path, *, max_modules: int = 64) -> None:
         self.engine = _new_engine()
         self.artifact_dir = artifact_dir
         """Where compiled artifacts are cached (other processes may share it)."""
@@ -131,10 +109,7 @@ class SandboxEngine:
         self._lock = threading.Lock()
         self.activation_lock = threading.Lock()
         """Held while a guest runs: host imports route through one shared `HostImports`."""
-        self._ticker = _EpochTicker(self.engine, cpu_time=cpu_deadlines)
-        self.wall_factor = CPU_DEADLINE_WALL_FACTOR if cpu_deadlines else 1
-        """Host calls that wait (an activity's sleep, an HTTP request) may take this many times
-        the deadline in wall time: the deadline's rate on this engine's clock."""
+        self._ticker = _EpochTicker(self.engine)
         self._ticker.start()
 
     @property

@@ -40,7 +40,6 @@ throughput for isolation. `close()` kills the spare.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import signal
 import subprocess
@@ -57,7 +56,6 @@ from types import TracebackType
 from amber.abi import AmberError, ManifestError, RetryableError, read_manifest
 from amber.runtime.model import Clock, GuestFault, HostCrash, ModuleUnavailable, SystemClock
 
-from ._engine import CPU_DEADLINE_WALL_FACTOR
 from ._frames import (
     Frame,
     FrameError,
@@ -121,10 +119,6 @@ class _Child:
             return False
         return True
 
-    def signal(self, signum: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(signum)
-
     def exit_status(self, grace_s: float) -> str:
         """How the child ended (killing it if it lingers past `grace_s`)."""
         self.close(grace_s)
@@ -185,8 +179,6 @@ class IsolatedSandbox:
         keep_spare: bool = True,
         reuse: int = 0,
         niceness: int = 0,
-        cpu_deadlines: bool = False,
-        pauses_s: float = 0.0,
         child_command: Sequence[str] = CHILD_COMMAND,
     ) -> None:
         """`reuse` > 0 keeps up to that many children after their activation ended (with an
@@ -194,30 +186,16 @@ class IsolatedSandbox:
         once, not per activation. The surgical pool does not reuse: a guest that crashed
         anything gets a process nobody ran before.
 
-        `niceness` > 0 starts each child in a session of its own at that CPU priority
-        (`_priority`), and `cpu_deadlines` makes the activations' deadlines count the child's
-        CPU time (wall time at a tenth of its rate), so a child kept waiting by other work is
-        not stopped for it; the kill backstop grows to match, and by `pauses_s`, the longest
-        its children may be held stopped (`signal_running`)."""
+        `niceness` > 0 starts each child in a session of its own at that CPU priority, set
+        right after the start so that its imports already yield (`_priority`)."""
         self._module_source = module_source
         self._clock = clock
         self._on_host_call = on_host_call
         self._kill_grace_s = kill_grace_s
         self._start_timeout_s = start_timeout_s
         self._keep_spare = keep_spare
-        self._command: tuple[str, ...] = (
-            *child_command,
-            str(artifact_dir),
-            str(process_memory_bytes),
-            "cpu" if cpu_deadlines else "wall",
-        )
+        self._command = (*child_command, str(artifact_dir), str(process_memory_bytes))
         self._niceness = niceness
-        self._wall_factor = CPU_DEADLINE_WALL_FACTOR if cpu_deadlines else 1
-        self._pauses_s = pauses_s
-        self._running: set[_Child] = set()
-        """Children serving an activation."""
-        self._held = False
-        """Children are to be stopped (`signal_running`)."""
         self._lock = threading.Lock()
         self._spare: _Child | None = None
         self._exiting: list[_Child] = []
@@ -256,18 +234,8 @@ class IsolatedSandbox:
         else:
             self._done_with(child)
         finally:
-            with self._lock:
-                self._running.discard(child)
             self._refill()
         return raw
-
-    def signal_running(self, signum: signal.Signals) -> None:
-        """Send a signal to every child taking or serving an activation: SIGSTOP holds them
-        (and the ones that start meanwhile), SIGCONT lets them go on."""
-        with self._lock:
-            self._held = signum == signal.SIGSTOP
-            for child in self._running:
-                child.signal(signum)
 
     def _done_with(self, child: _Child) -> None:
         """Keep a child that answered for the next activation, or let it exit."""
@@ -320,10 +288,6 @@ class IsolatedSandbox:
         for _ in range(2):  # a spare may have died while it waited: then start a fresh one
             child = self._take_spare() or _Child(self._command, niceness=self._niceness)
             if child.start(frame, time.monotonic() + self._start_timeout_s):
-                with self._lock:  # only now: a child that said `ready` dies with this process
-                    self._running.add(child)
-                    if self._held:
-                        child.signal(signal.SIGSTOP)
                 return child
             status = child.exit_status(grace_s=0.0)
         raise ChildStartFailed(f"the sandbox host process {status} before taking the request")
@@ -351,8 +315,7 @@ class IsolatedSandbox:
 
     def _serve(self, child: _Child, request: ActivationRequest) -> RawOutput:
         started = time.monotonic()
-        deadline_s = request.limits.deadline_s * self._wall_factor + self._pauses_s
-        backstop = started + deadline_s + self._kill_grace_s
+        backstop = started + request.limits.deadline_s + self._kill_grace_s
         try:
             while True:
                 frame = child.pipe.receive(backstop)
@@ -379,7 +342,7 @@ class IsolatedSandbox:
             raise self._crash(
                 request,
                 f"was killed after {time.monotonic() - started:.1f} s: no answer within the"
-                f" {deadline_s:g} s deadline plus {self._kill_grace_s:g} s grace",
+                f" {request.limits.deadline_s:g} s deadline plus {self._kill_grace_s:g} s grace",
             ) from None
 
     def _observe(self, record: HostCallRecord, request: ActivationRequest) -> None:

@@ -15,11 +15,12 @@ so overflowing at once cost a busy worker more than it saved (`amber bench --sca
 
 A long guest gets only the CPU the rest leaves. An activity runs first on a slice of its fuel
 (`slice_fuel`); one that uses it all is run again from the start, with its whole budget, in the
-`BackgroundLane`: child processes at low priority, held back while this worker's other guests run,
-holding none of the `guests` places. A fuel bomb then costs the healthy path its slice (about
-20 ms at 5·10⁷ fuel), not its budget (about 0.4 s of CPU at 10⁹), and a heavy activity keeps
-its budget and its outcome: fuel use is deterministic, so the second run ends as the first
-would have with the whole budget. Its price is the slice run twice, and the wait. Activities
+`BackgroundLane`: child processes at low priority that start once this worker's other guests
+are quiet, holding none of the `guests` places. A fuel bomb then costs the healthy path its
+slice (about 20 ms at 5·10⁷ fuel), not its budget (about 0.4 s of CPU at 10⁹), and a heavy
+activity keeps its budget and its outcome: fuel use is deterministic, so the second run ends as
+the first would have with the whole budget. Its price is the slice run twice, and the wait,
+which counts against its deadline (wall time, from the first run's start). Activities
 of modules with the HTTP capability are never sliced (the request would be sent twice within
 one attempt); workflow activations are not either (their code only orchestrates, and a live
 instance cannot be started again).
@@ -32,6 +33,7 @@ nothing else runs).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -39,7 +41,7 @@ from types import TracebackType
 
 from amber.runtime.model import Clock, OutOfFuel
 
-from ._background import PATIENCE_S, BackgroundLane
+from ._background import BackgroundLane
 from ._engine import SandboxEngine
 from ._host import ActivationKind
 from ._http import HttpPolicy
@@ -104,6 +106,7 @@ class ParallelSandbox:
         if not self._sliced(request):
             return self._run_once(request)
         sliced = replace(request, limits=replace(request.limits, fuel=self._slice_fuel))
+        deadline_at = time.monotonic() + request.limits.deadline_s
         try:
             return self._run_once(sliced)
         except OutOfFuel:
@@ -114,7 +117,7 @@ class ParallelSandbox:
         started, ended = self._watchers
         started()
         try:
-            return self._background.run(request)
+            return self._background.run(request, deadline_at)
         finally:
             ended()
 
@@ -229,8 +232,6 @@ def guest_runner(
             keep_spare=False,
             reuse=guests,
             niceness=BACKGROUND_NICENESS,
-            cpu_deadlines=True,
-            pauses_s=PATIENCE_S,
         ),
         slots=guests,
     )

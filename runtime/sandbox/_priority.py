@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from pathlib import Path
+from typing import Final
+
+_AUTOGROUP_TRIES: Final = 5
 
 
 def lower_priority(pid: int, niceness: int) -> None:
@@ -33,4 +37,16 @@ def lower_priority(pid: int, niceness: int) -> None:
         os.setpriority(os.PRIO_PROCESS, pid, niceness)
     with contextlib.suppress(OSError):
         if os.getsid(pid) == pid:  # never re-weigh a session the process merely joined
+            _set_autogroup(pid, niceness)
+
+
+def _set_autogroup(pid: int, niceness: int) -> None:
+    # Without CAP_SYS_ADMIN the kernel takes one such write per 100 ms, machine-wide, and
+    # answers EAGAIN to the others: a few lanes starting at once would lose theirs.
+    for _ in range(_AUTOGROUP_TRIES - 1):
+        try:
             Path(f"/proc/{pid}/autogroup").write_text(str(niceness))
+            return
+        except BlockingIOError:
+            time.sleep(0.1)
+    Path(f"/proc/{pid}/autogroup").write_text(str(niceness))

@@ -361,7 +361,7 @@ class Sandbox:
         return HostCalls(
             kind=request.kind,
             clock=self._clock,
-            deadline=started + request.limits.deadline_s * self._engine.wall_factor,
+            deadline=started + request.limits.deadline_s,
             run_id=request.run_id,
             query=request.query,
             activity=request.activity,

@@ -76,8 +76,6 @@ from ._histories import RunCopies, RunCopy
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
-MAX_SLOT_THREADS = 256
-"""At most this many threads serve, slots and those added for tasks in the background lane."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,8 +169,11 @@ class Worker:
         self._serving = 0
         """Threads in `_serve` (0 unless `run` runs)."""
         self._in_background = 0
-        """Tasks whose thread waits in the sandbox's background lane: as many more serve."""
+        """Tasks whose thread waits in the sandbox's background lane: as many more serve, up to
+        `_extra_cap` (the lane's own capacity: more would only hoard leased tasks)."""
+        self._extra_cap = 0
         if isinstance(sandbox, ParallelSandbox):
+            self._extra_cap = sandbox.guests
             sandbox.watch_background(self._background_started, self._background_ended)
 
     def stop(self) -> None:
@@ -205,6 +206,7 @@ class Worker:
 
     def _start_slot(self) -> None:
         # Holding self._slots.
+        self._threads = [t for t in self._threads if t.is_alive()]
         slot = threading.Thread(
             target=self._serve, name=f"amber-slot-{len(self._threads) + 1}", daemon=True
         )
@@ -216,8 +218,7 @@ class Worker:
         thread serves meanwhile, so that heavy or poisoned tasks never take the slots."""
         with self._slots:
             self._in_background += 1
-            wanted = max(self.settings.slots, 1) + self._in_background
-            if 0 < self._serving < wanted and self._serving < MAX_SLOT_THREADS:
+            if 0 < self._serving < self._wanted():
                 self._serving += 1
                 self._start_slot()
 
@@ -225,10 +226,15 @@ class Worker:
         with self._slots:
             self._in_background -= 1
 
+    def _wanted(self) -> int:
+        """Threads that should serve now. Holding self._slots."""
+        return max(self.settings.slots, 1) + min(self._in_background, self._extra_cap)
+
     def _one_too_many(self) -> bool:
-        """Whether this thread should stop serving: a background task it made room for ended."""
+        """Whether this thread should stop serving (a background task it made room for ended);
+        if so, it no longer counts as serving."""
         with self._slots:
-            if self._serving > max(self.settings.slots, 1) + self._in_background:
+            if self._serving > self._wanted():
                 self._serving -= 1
                 return True
             return False
@@ -253,8 +259,20 @@ class Worker:
             return
 
     def _serve(self) -> None:
+        retired = False
+        try:
+            retired = self._serve_until_retired()
+        finally:
+            if not retired:
+                with self._slots:
+                    self._serving -= 1
+
+    def _serve_until_retired(self) -> bool:
+        """Serve until stopped (False) or no longer wanted (True, already uncounted)."""
         backoff = 0.1
-        while not self._stop.is_set() and not self._one_too_many():
+        while not self._stop.is_set():
+            if self._one_too_many():
+                return True
             try:
                 # One slot polls at a time; the others wait their turn here. A long poll holds
                 # a server thread, so an idle worker holds one, not one per slot; a poll woken
@@ -262,7 +280,7 @@ class Worker:
                 # polls (each report brings its next task).
                 with self._polling:
                     if self._stop.is_set():
-                        return
+                        return False
                     task = self._poll(self.settings.poll_wait_s)
                 self._run_from(task)
                 backoff = 0.1
@@ -279,6 +297,7 @@ class Worker:
                 _log.warning("server call failed (%s); retrying in %.1f s", exc, backoff)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
+        return False
 
     def run_once(self, *, wait_s: float) -> bool:
         """Poll for a task and run it, then every task handed back eagerly after it.

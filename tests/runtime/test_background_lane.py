@@ -4,16 +4,15 @@ whole budget, in a child process at the lowest CPU priority whose deadlines coun
 What it must keep: the outcome, the failure reason and the fuel of a run on the whole budget
 (fuel use is deterministic), so neither a heavy activity nor a fuel bomb's diagnosis depends on
 the lane. What it must give: long guests in a session of their own at low priority, held back
-while foreground guests run, never for good.
+while foreground guests run, never for good, and never past their wall deadline.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,8 +25,10 @@ from amber.runtime.model import DeadlineExceeded, OutOfFuel
 from amber.runtime.model._clock import SystemClock
 from amber.runtime.replay import ActivityAttempt, run_activity
 from amber.runtime.sandbox import (
+    ActivationRequest,
     IsolatedSandbox,
     ParallelSandbox,
+    RawOutput,
     Sandbox,
     SandboxEngine,
     SandboxLimits,
@@ -144,29 +145,6 @@ def test_the_background_child_yields_the_cpu(
         assert autogroup.read_text().split()[-1] == str(BACKGROUND_NICENESS)
 
 
-def test_a_cpu_deadline_counts_cpu_time_and_wall_time_at_a_tenth(
-    tmp_path: Path, modules: dict[str, bytes]
-) -> None:
-    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
-    wall = SandboxEngine(tmp_path / "a", max_modules=4)
-    cpu = SandboxEngine(tmp_path / "b", max_modules=4, cpu_deadlines=True)
-    try:
-        # `nap_briefly` sleeps 3 s in a host call: past a 1 s deadline on the wall clock, a
-        # tenth of it in CPU terms.
-        napping = _attempt(modules["hostile"], "nap_briefly", None, deadline_s=1.0)
-        with pytest.raises(DeadlineExceeded):
-            run_activity(Sandbox(wall, SystemClock(), by_digest.__getitem__), napping)
-        done = run_activity(Sandbox(cpu, SystemClock(), by_digest.__getitem__), napping)
-        assert decode(done.outcome.result) == {"slept": True}
-        # A guest that computes still meets its deadline.
-        spinning = _attempt(modules["hostile"], "spin", None, deadline_s=0.3, fuel=10**13)
-        with pytest.raises(DeadlineExceeded):
-            run_activity(Sandbox(cpu, SystemClock(), by_digest.__getitem__), spinning)
-    finally:
-        wall.close()
-        cpu.close()
-
-
 def test_a_heavy_run_completes_through_the_worker(
     make_server, modules: dict[str, bytes], lane: ParallelSandbox
 ) -> None:
@@ -194,20 +172,32 @@ def _lane(tmp_path: Path, modules: dict[str, bytes], patience_s: float) -> Backg
         keep_spare=False,
         reuse=1,
         niceness=BACKGROUND_NICENESS,
-        cpu_deadlines=True,
-        pauses_s=patience_s,
     )
     return BackgroundLane(children, slots=1, patience_s=patience_s)
 
 
-def _bomb_in(lane: BackgroundLane, modules: dict[str, bytes]) -> threading.Thread:
+def _bomb_in(
+    lane: BackgroundLane, modules: dict[str, bytes], deadline_s: float
+) -> threading.Thread:
+    attempt = _attempt(modules["poison"], "burn", {"kind": "fuel"})
+
     def bomb() -> None:
         with pytest.raises(OutOfFuel):
-            run_activity(lane, _attempt(modules["poison"], "burn", {"kind": "fuel"}))
+            run_activity(_Lane(lane, time.monotonic() + deadline_s), attempt)
 
     thread = threading.Thread(target=bomb, daemon=True)
     thread.start()
     return thread
+
+
+class _Lane:
+    """The lane as a `SandboxRunner`, with one deadline for what it runs."""
+
+    def __init__(self, lane: BackgroundLane, deadline_at: float) -> None:
+        self._lane, self._deadline_at = lane, deadline_at
+
+    def run(self, request: ActivationRequest) -> RawOutput:
+        return self._lane.run(request, self._deadline_at)
 
 
 def test_the_lane_holds_its_guests_while_foreground_guests_run(
@@ -216,11 +206,11 @@ def test_the_lane_holds_its_guests_while_foreground_guests_run(
     lane = _lane(tmp_path, modules, patience_s=600.0)
     try:
         lane.foreground_started()  # a healthy guest is running
-        bomb = _bomb_in(lane, modules)
-        wait_for(lambda: any(_stat(pid)[0] == "T" for pid in _lane_children()), 30, "a hold")
-        bomb.join(timeout=1.5)
-        assert bomb.is_alive()  # held, not burning: 2·10⁸ fuel takes a fraction of that
-        assert lane.activities() == 1  # what the worker's metrics show
+        bomb = _bomb_in(lane, modules, deadline_s=600.0)
+        wait_for(lambda: lane.activities() == 1, 30, "the bomb in the lane")
+        bomb.join(timeout=2.0)
+        assert bomb.is_alive()  # waiting: 2·10⁸ fuel takes a fraction of that
+        assert not _lane_children()  # not even started
         lane.foreground_ended()  # quiet: the lane goes on
         bomb.join(timeout=60)
         assert not bomb.is_alive()
@@ -229,44 +219,44 @@ def test_the_lane_holds_its_guests_while_foreground_guests_run(
         lane.close()
 
 
-def test_a_held_guest_runs_once_its_patience_is_spent(
+def test_a_held_guest_starts_once_its_patience_is_spent(
     tmp_path: Path, modules: dict[str, bytes]
 ) -> None:
     lane = _lane(tmp_path, modules, patience_s=0.5)
     try:
         lane.foreground_started()  # and never ends
-        bomb = _bomb_in(lane, modules)
+        bomb = _bomb_in(lane, modules, deadline_s=600.0)
         bomb.join(timeout=60)
         assert not bomb.is_alive()
     finally:
         lane.close()
 
 
-def test_a_held_background_child_dies_with_its_worker(tmp_path: Path) -> None:
-    # A worker process that holds its lane's child stopped, then is killed.
-    script = tmp_path / "worker.py"
-    script.write_text(
-        "import sys, time\n"
-        "from amber.runtime.sandbox._isolated import _Child, CHILD_COMMAND\n"
-        "child = _Child((*CHILD_COMMAND, sys.argv[1], str(1 << 30), 'cpu'), niceness=10)\n"
-        "assert child.pipe.receive(time.monotonic() + 60)['t'] == 'ready'\n"
-        "child.signal(__import__('signal').SIGSTOP)\n"
-        "print(child.proc.pid, flush=True)\n"
-        "time.sleep(600)\n"
-    )
-    worker = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path / "artifacts")], stdout=subprocess.PIPE
-    )
-    assert worker.stdout is not None
-    pid = int(worker.stdout.readline())
-    wait_for(lambda: _stat(pid)[0] == "T", 30, "the child stopped")
-    worker.kill()
-    worker.wait()
-    wait_for(lambda: not Path(f"/proc/{pid}").exists() or _stat(pid)[0] == "Z", 30, "its end")
+def test_a_held_guest_waits_at_most_half_its_deadline_and_runs_on_what_is_left(
+    tmp_path: Path, modules: dict[str, bytes]
+) -> None:
+    lane = _lane(tmp_path, modules, patience_s=600.0)
+    try:
+        lane.foreground_started()  # and never ends
+        napping = _attempt(modules["hostile"], "nap_briefly", None)  # sleeps 3 s
+        began = time.monotonic()
+        with pytest.raises(DeadlineExceeded):  # 1 s of 2 s waited, 3 s of sleep do not fit
+            run_activity(_Lane(lane, began + 2.0), napping)
+        assert time.monotonic() - began < 10  # its wall deadline, not the nap, ended it
+        past = _Lane(lane, time.monotonic() - 1.0)
+        with pytest.raises(DeadlineExceeded):  # nothing left: it never starts
+            run_activity(past, napping)
+    finally:
+        lane.close()
 
 
 def _lane_children() -> list[int]:
-    return [pid for pid in _children() if _argv(pid)[-2:-1] == ["cpu"]]
+    """Sandbox children in a session of their own: the background lane's."""
+    return [
+        pid
+        for pid in _children()
+        if "amber.runtime.sandbox._child" in _argv(pid) and os.getsid(pid) == pid
+    ]
 
 
 def _stat(pid: int) -> list[str]:
