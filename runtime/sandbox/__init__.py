@@ -2,7 +2,7 @@
 imports (including the HTTP capability), fuel, memory and deadline limits, activation repros,
 and guests in child processes: one fresh process per activation (`IsolatedSandbox`, the surgical
 pool's isolation) or reused ones for a worker's parallel guests (`ParallelSandbox`), and a
-background lane at the lowest CPU priority for activities that outrun their fuel slice.
+background lane at low CPU priority for activities that outrun their fuel slice.
 
 Rule: the only sub-package that imports wasmtime; it imports `model` and nothing else of the
 runtime.

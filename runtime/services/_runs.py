@@ -219,14 +219,21 @@ class RunService:
     ) -> SignalResult:
         """Deliver a signal (appended to history, buffered until the workflow waits for it).
 
-        A repeated `request_id` changes nothing and is recorded as a discarded delivery.
-        Raises `RunClosed` for a closed run.
+        A repeated `request_id` changes nothing and is recorded as a discarded delivery, also
+        once the run has closed (a redelivery after the first delivery ended the run is still a
+        duplicate, not an error the sender would retry). Raises `RunClosed` for a new signal to
+        a closed run.
         """
         self._check_signal(signal)
 
         def txn(cur: Cursor) -> tuple[SignalResult, list[Wake]]:
             run = find_run_txn(cur, ref, tenant, for_update=True)
             if run.status.closed:
+                # A new id claimed here is undone with the refusal's rollback.
+                if signal.request_id and not claim_signal_id_txn(
+                    cur, run.run_id, signal.request_id, run.last_seq + 1
+                ):
+                    return self._duplicate_txn(cur, run, signal), []
                 raise RunClosed(f"run {run.run_id} is {run.status.value}; it takes no signals")
             return self._signal_txn(cur, run, signal)
 
@@ -237,18 +244,10 @@ class RunService:
     def _signal_txn(
         self, cur: Cursor, run: Run, signal: SignalRequest
     ) -> tuple[SignalResult, list[Wake]]:
-        now = self._clock.now()
         if signal.request_id and not claim_signal_id_txn(
             cur, run.run_id, signal.request_id, run.last_seq + 1
         ):
-            detail = f"signal {signal.name!r} request id {signal.request_id!r} delivered again"
-            record_discarded_txn(
-                cur,
-                Discarded(
-                    run_id=run.run_id, kind="duplicate_signal", detail=detail, created_at=now
-                ),
-            )
-            return SignalResult(seq=0, duplicate=True), []
+            return self._duplicate_txn(cur, run, signal), []
         received = SignalReceived(
             name=signal.name, payload=signal.payload, request_id=signal.request_id
         )
@@ -257,6 +256,20 @@ class RunService:
         refreshed = get_run_txn(cur, run.run_id)
         assert refreshed is not None
         return SignalResult(seq=refreshed.last_seq, duplicate=False), wakes
+
+    def _duplicate_txn(self, cur: Cursor, run: Run, signal: SignalRequest) -> SignalResult:
+        """Record a delivery whose request id the run already has; nothing else changes."""
+        detail = f"signal {signal.name!r} request id {signal.request_id!r} delivered again"
+        record_discarded_txn(
+            cur,
+            Discarded(
+                run_id=run.run_id,
+                kind="duplicate_signal",
+                detail=detail,
+                created_at=self._clock.now(),
+            ),
+        )
+        return SignalResult(seq=0, duplicate=True)
 
     def cancel(self, ref: str, *, reason: str, by: str, tenant: str = DEFAULT_TENANT) -> bool:
         """Request cancellation; returns whether it had already been requested.

@@ -136,6 +136,27 @@ def test_a_duplicate_signal_delivery_changes_nothing(
     assert decode(srv.client.result(run).result)["signed_by"] == "A"
 
 
+def test_a_redelivered_signal_is_a_duplicate_after_the_run_it_ended_closed(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    # A webhook delivered twice: the first delivery ended the run before the second arrived.
+    run = srv.client.start_run("shipment", SHIPMENT).run.run_id
+    assert srv.client.signal(run, "delivered", {"signed_by": "A"}, request_id="hook-7")
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    assert srv.client.result(run).status is RunStatus.COMPLETED
+    before = srv.client.history(run)
+    assert not srv.client.signal(run, "delivered", {"signed_by": "A"}, request_id="hook-7")
+    assert srv.client.history(run) == before  # nothing appended to a closed run
+    (discarded,) = srv.client.describe(run).discarded
+    assert discarded.kind == "duplicate_signal" and "hook-7" in discarded.detail
+    with pytest.raises(RunClosed):  # a new delivery is refused, and leaves its id unclaimed
+        srv.client.signal(run, "delivered", {"signed_by": "B"}, request_id="hook-8")
+    with pytest.raises(RunClosed):
+        srv.client.signal(run, "delivered", {"signed_by": "B"}, request_id="hook-8")
+    with pytest.raises(RunClosed):
+        srv.client.signal(run, "delivered", {"signed_by": "C"})
+
+
 def test_a_duplicate_timer_fire_changes_nothing(srv: InProcessServer, sandbox: Sandbox) -> None:
     worker = make_worker(srv.client, sandbox, clock=srv.clock)
     run = srv.client.start_run("sleeper", {"ms": 60_000}).run.run_id
