@@ -37,7 +37,8 @@ QUIET_S = 0.2
 """How long the worker's other guests must have been idle before a held activation starts."""
 PATIENCE_S = 30.0
 """The longest an activation waits to start (less if its deadline is near)."""
-_TICK_S = 0.02
+_RECHECK_S = 0.1
+"""A waiting activation looks again this often (a deadline or its patience may end it)."""
 
 
 class BackgroundLane:
@@ -77,7 +78,7 @@ class BackgroundLane:
             with self._slots:
                 with self._changed:
                     while (wait := self._wait_s(entered + patience)) > 0:
-                        self._changed.wait(min(wait, _TICK_S * 5))
+                        self._changed.wait(min(wait, _RECHECK_S))
                 left = deadline_at - time.monotonic()
                 if left <= 0:
                     raise DeadlineExceeded(

@@ -26,8 +26,7 @@ def lower_priority(pid: int, niceness: int) -> None:
     """Make process `pid` (and its session, if it leads one) yield the CPU: niceness 1–19.
     Done by the parent right after the start, so that the child's own start-up (imports, about
     0.5 CPU-s) already yields. Never the idle scheduling class: on a machine that stays busy
-    it starves (measured: a suite on both cores held such a child for minutes), and an
-    unprivileged process cannot leave it again.
+    it gets next to no CPU, and an unprivileged process cannot leave it again.
 
     Best effort: where a knob is not allowed or not present the process runs without it."""
     if niceness <= 0:

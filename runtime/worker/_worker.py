@@ -73,6 +73,7 @@ from amber.runtime.tracing import context_from_traceparent, tracer
 from ._budgets import Budgets
 from ._heartbeat import Heartbeats
 from ._histories import RunCopies, RunCopy
+from ._serving import ServingThreads
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -164,17 +165,13 @@ class Worker:
         self.failed = 0
         self.combined = 0
         """Activities reported together with the workflow activation that followed them."""
-        self._slots = threading.Lock()
-        self._threads: list[threading.Thread] = []
-        self._serving = 0
-        """Threads in `_serve` (0 unless `run` runs)."""
-        self._in_background = 0
-        """Tasks whose thread waits in the sandbox's background lane: as many more serve, up to
-        `_extra_cap` (the lane's own capacity: more would only hoard leased tasks)."""
-        self._extra_cap = 0
+        extra = sandbox.guests if isinstance(sandbox, ParallelSandbox) else 0
+        self._threads = ServingThreads(self._serve, self.settings.slots, extra)
+        """Slots, and a thread more for each task waiting in the sandbox's background lane."""
         if isinstance(sandbox, ParallelSandbox):
-            self._extra_cap = sandbox.guests
-            sandbox.watch_background(self._background_started, self._background_ended)
+            sandbox.watch_background(
+                self._threads.background_started, self._threads.background_ended
+            )
 
     def stop(self) -> None:
         self._stop.set()
@@ -191,53 +188,7 @@ class Worker:
         outages by backing off."""
         if self.settings.release_on_start:
             self._release_predecessor_leases()
-        with self._slots:
-            self._serving = max(self.settings.slots, 1)
-            for _ in range(1, self._serving):
-                self._start_slot()
-        self._serve()
-        while True:
-            with self._slots:
-                threads, self._threads = self._threads, []
-            if not threads:
-                return
-            for slot in threads:
-                slot.join()
-
-    def _start_slot(self) -> None:
-        # Holding self._slots.
-        self._threads = [t for t in self._threads if t.is_alive()]
-        slot = threading.Thread(
-            target=self._serve, name=f"amber-slot-{len(self._threads) + 1}", daemon=True
-        )
-        self._threads.append(slot)
-        slot.start()
-
-    def _background_started(self) -> None:
-        """A task's activation went to the background lane, where it may wait for long: another
-        thread serves meanwhile, so that heavy or poisoned tasks never take the slots."""
-        with self._slots:
-            self._in_background += 1
-            if 0 < self._serving < self._wanted():
-                self._serving += 1
-                self._start_slot()
-
-    def _background_ended(self) -> None:
-        with self._slots:
-            self._in_background -= 1
-
-    def _wanted(self) -> int:
-        """Threads that should serve now. Holding self._slots."""
-        return max(self.settings.slots, 1) + min(self._in_background, self._extra_cap)
-
-    def _one_too_many(self) -> bool:
-        """Whether this thread should stop serving (a background task it made room for ended);
-        if so, it no longer counts as serving."""
-        with self._slots:
-            if self._serving > self._wanted():
-                self._serving -= 1
-                return True
-            return False
+        self._threads.run()
 
     def _release_predecessor_leases(self) -> None:
         backoff = 0.1
@@ -258,20 +209,11 @@ class Worker:
                 )
             return
 
-    def _serve(self) -> None:
-        retired = False
-        try:
-            retired = self._serve_until_retired()
-        finally:
-            if not retired:
-                with self._slots:
-                    self._serving -= 1
-
-    def _serve_until_retired(self) -> bool:
-        """Serve until stopped (False) or no longer wanted (True, already uncounted)."""
+    def _serve(self, retire: Callable[[], bool]) -> bool:
+        """One thread's loop (`ServingThreads`): until stopped (False) or retired (True)."""
         backoff = 0.1
         while not self._stop.is_set():
-            if self._one_too_many():
+            if retire():
                 return True
             try:
                 # One slot polls at a time; the others wait their turn here. A long poll holds

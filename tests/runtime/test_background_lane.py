@@ -239,10 +239,8 @@ def test_a_held_guest_waits_at_most_half_its_deadline_and_runs_on_what_is_left(
     try:
         lane.foreground_started()  # and never ends
         napping = _attempt(modules["hostile"], "nap_briefly", None)  # sleeps 3 s
-        began = time.monotonic()
         with pytest.raises(DeadlineExceeded):  # 1 s of 2 s waited, 3 s of sleep do not fit
-            run_activity(_Lane(lane, began + 2.0), napping)
-        assert time.monotonic() - began < 10  # its wall deadline, not the nap, ended it
+            run_activity(_Lane(lane, time.monotonic() + 2.0), napping)
         past = _Lane(lane, time.monotonic() - 1.0)
         with pytest.raises(DeadlineExceeded):  # nothing left: it never starts
             run_activity(past, napping)
