@@ -462,11 +462,7 @@ def _server_control(setup: _Stack) -> CrashControl:
         port_file.unlink(missing_ok=True)
         child = _spawn("server-restarted", args, server.env, server.log.parent)
         setup.restarted.append(child)  # stopped after the workers, as the first one is
-        deadline = time.monotonic() + 120.0
-        while not (port_file.exists() and port_file.read_text().strip().isdigit()):
-            if child.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the restarted server did not start; see {child.log}")
-            time.sleep(0.05)
+        _wait_listening(child, port_file)
 
     return CrashControl(victim="server", kill=kill, restart=restart)
 
@@ -497,13 +493,7 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
     pgdata = tmp / "home" / "pgdata"
     restarted: list[_Child] = []
     stack.callback(_stop_server, server, None if url else pgdata, restarted)
-    deadline = time.monotonic() + 120.0
-    while not (port_file.exists() and port_file.read_text().strip().isdigit()):
-        if server.popen.poll() is not None or time.monotonic() > deadline:
-            log = server.log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"the server did not start; the end of its log:\n{log}")
-        time.sleep(0.05)
-    target = f"127.0.0.1:{port_file.read_text().strip()}"
+    target = f"127.0.0.1:{_wait_listening(server, port_file)}"
     if db is None:
         db = _embedded_db(pgdata)
 
@@ -557,6 +547,18 @@ def _stop(child: _Child, timeout_s: float = 30.0) -> None:
         except subprocess.TimeoutExpired:
             child.popen.kill()
             child.popen.wait(timeout=timeout_s)
+
+
+def _wait_listening(server: _Child, port_file: Path) -> str:
+    """The port `server` wrote to `port_file` once it listens (RuntimeError with the end of its
+    log if it died or took over two minutes)."""
+    deadline = time.monotonic() + 120.0
+    while not (port_file.exists() and port_file.read_text().strip().isdigit()):
+        if server.popen.poll() is not None or time.monotonic() > deadline:
+            log = server.log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"the server did not start; the end of its log:\n{log}")
+        time.sleep(0.05)
+    return port_file.read_text().strip()
 
 
 def _stop_server(server: _Child, pgdata: Path | None, restarted: Sequence[_Child] = ()) -> None:
