@@ -345,20 +345,32 @@ class Worker:
 
         Resending is safe — the fencing token makes a duplicate a `LeaseLost` — and cheaper than
         letting the lease lapse, which would run the task again. Gives up once the lease is
-        past saving (the sweeper will have re-queued the task by then).
+        past saving (the sweeper will have re-queued the task by then), but not before one resend:
+        a worker that was stalled (stopped, swapped out) finds its connection dropped by the
+        server's keepalive, and the resend on a fresh one gets the server's verdict — usually
+        `LeaseLost` — instead of leaving what became of the result unknown.
         """
         delay = 0.05
+        resent = False
         while True:
             try:
                 return send()
             except RetryableError as exc:
                 started_at: datetime = self._slot.started_at
                 give_up = self._heartbeat.expires_at(task) + (task.lease_expires_at - started_at)
-                if self._stop.is_set() or self._clock.now() >= give_up:
+                if self._stop.is_set():
+                    raise
+                if resent and self._clock.now() >= give_up:
+                    _log.warning(
+                        "task %d: report abandoned, its lease lapsed (%s); the task runs again",
+                        task.task_id,
+                        exc,
+                    )
                     raise
                 _log.warning("task %d: report failed (%s); retrying", task.task_id, exc)
                 time.sleep(delay)
                 delay = min(delay * 2, 1.0)
+                resent = True
 
     def _report(self, task: LeasedTask, report: FailureReport) -> LeasedTask | None:
         self._slot.outcome = report.reason
