@@ -55,7 +55,7 @@ from amber.runtime.client import AmberClient, decode
 from ._bench_auth import measure_auth
 from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
-from ._bench_isolation import IsolationOptions, measure_isolation
+from ._bench_isolation import KINDS, IsolationOptions, measure_isolation
 from ._bench_metrics import counter_deltas, scrape_counters
 from ._bench_python import (
     PYTHON_CHAIN_SOURCE,
@@ -120,6 +120,8 @@ class BenchOptions:
     them)."""
     isolation_runs: int = 200
     """Healthy runs per batch of the isolation phase, beside 10 % poison runs (0: skip it)."""
+    isolation_kinds: tuple[str, ...] = KINDS
+    """The poison kinds of the isolation phase, started in turn."""
     worker_fuel: int | None = None
     """The workers' fuel budget per activation (`amber worker --fuel`; None: its default)."""
     worker_args: tuple[str, ...] = ()
@@ -410,7 +412,7 @@ def _isolation_phase(
     poisoned tasks as in production."""
     progress(
         f"isolation: {options.isolation_runs} healthy runs per batch, clean and beside 10 %"
-        " poison runs (traps, fuel bombs, memory bombs), interleaved"
+        f" poison runs ({', '.join(options.isolation_kinds)}), interleaved"
     )
     worker = setup.workers[0]
     surgeon = _spawn(
@@ -425,7 +427,9 @@ def _isolation_phase(
     def batch(jobs: Sequence[tuple[str, int]]) -> dict[str, Any]:
         return _run_batch(client, jobs, 3, options.timeout_s, options.w)
 
-    phase = IsolationOptions(runs=options.isolation_runs, tag=f"bench-{tag}-iso")
+    phase = IsolationOptions(
+        runs=options.isolation_runs, kinds=options.isolation_kinds, tag=f"bench-{tag}-iso"
+    )
     return measure_isolation(client, batch, phase, tmp)
 
 

@@ -37,6 +37,8 @@ class IsolationOptions:
     """Clean and poisoned batches, interleaved (a batch takes seconds, and this machine's
     throughput drifts by a tenth between two of them: fewer rounds measured the drift)."""
     diagnose_timeout_s: float = 120.0
+    kinds: tuple[str, ...] = KINDS
+    """The poison kinds started in turn (one kind alone shows what that kind costs)."""
     tag: str
 
 
@@ -55,7 +57,7 @@ def measure_isolation(
         clean.append(_rate(run_batch(jobs), options.runs, errors))
         count = max(1, options.runs * options.poison_percent // 100)
         started = [
-            client.start_run("poisoned", {"kind": KINDS[i % len(KINDS)]}).run.run_id
+            client.start_run("poisoned", {"kind": options.kinds[i % len(options.kinds)]}).run.run_id
             for i in range(count)
         ]
         jobs = [(f"{options.tag}-poison-{round_}-{i}", i) for i in range(options.runs)]
@@ -66,6 +68,7 @@ def measure_isolation(
         "healthy_runs_per_batch": options.runs,
         "poison_runs_per_batch": max(1, options.runs * options.poison_percent // 100),
         "rounds": options.rounds,
+        "poison_kinds": list(options.kinds),
         "clean_workflows_per_s": [round(r, 2) for r in clean],
         "poisoned_workflows_per_s": [round(r, 2) for r in poisoned],
         "isolation_ratio": None if ratio is None else round(ratio, 3),

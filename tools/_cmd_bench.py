@@ -134,6 +134,12 @@ def register(
         help="healthy runs per batch of the isolation phase, beside 10 %% poison runs (0: skip)",
     )
     parser.add_argument(
+        "--isolation-kinds",
+        metavar="KIND,...",
+        help="poison kinds of the isolation phase, started in turn, from trap, fuel and memory"
+        " (default: all three; one alone shows what that kind costs)",
+    )
+    parser.add_argument(
         "--sandbox-repetitions",
         type=int,
         default=2000,
@@ -174,11 +180,22 @@ def _configs(engine: str) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
+def _isolation_kinds(text: str | None, known: tuple[str, ...]) -> tuple[str, ...]:
+    if text is None:
+        return known
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = sorted(set(kinds) - set(known))
+    if not kinds or unknown:
+        raise InvalidInput(f"--isolation-kinds takes some of {', '.join(known)}, not {text!r}")
+    return kinds
+
+
 def bench(args: argparse.Namespace) -> int:
     """`amber bench`: run Amber (and with `--peers` the peers), print the summary and the
     side-by-side table, write the JSON; exit status 1 if any run or the asked-for peers failed.
     """
     from . import _bench  # wasmtime, psycopg: loaded only when the verb runs
+    from ._bench_isolation import KINDS
 
     peers = None
     if args.peers:  # checked before the long run, so a mistake costs nothing
@@ -214,6 +231,7 @@ def bench(args: argparse.Namespace) -> int:
         idle_runs=args.idle_runs,
         recovery_runs=args.recovery_runs,
         isolation_runs=args.isolation_runs,
+        isolation_kinds=_isolation_kinds(args.isolation_kinds, KINDS),
         worker_fuel=args.worker_fuel,
         worker_args=(("--unary",) if args.worker_unary else ())
         + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky)))

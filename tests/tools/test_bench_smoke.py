@@ -161,6 +161,7 @@ def test_the_isolation_phase_measures_healthy_throughput_beside_poison_runs(
     isolation = bench["json"]["isolation"]
     assert isolation["errors"] == []
     assert isolation["healthy_runs_per_batch"] == ISOLATION_RUNS
+    assert isolation["poison_kinds"] == ["trap", "fuel", "memory"]  # all three by default
     assert len(isolation["clean_workflows_per_s"]) == len(isolation["poisoned_workflows_per_s"])
     assert all(r > 0 for r in isolation["clean_workflows_per_s"])
     assert isolation["isolation_ratio"] > 0

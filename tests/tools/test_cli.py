@@ -94,6 +94,7 @@ def test_build_upload_start_and_inspect(
         (("run", "describe", "not-a-uuid"), "not found"),
         (("versions", "show", "zz"), "is not a version digest"),
         (("versions", "show", "abcdef0123"), "no module version matches"),
+        (("bench", "--isolation-kinds", "fuel,forkbomb"), "--isolation-kinds takes some of"),
     ],
 )
 def test_bad_commands_get_a_clear_error(
