@@ -121,6 +121,13 @@ def register(
         " --slice-fuel; 0: never; default: its own)",
     )
     parser.add_argument(
+        "--worker-warm-activities",
+        type=int,
+        metavar="RUNS",
+        help="runs whose Python activity instance each worker process keeps (amber worker"
+        " --warm-activities; default: its own; 0 instantiates every activity afresh, to compare)",
+    )
+    parser.add_argument(
         "--worker-sticky",
         type=int,
         metavar="RUNS",
@@ -235,7 +242,12 @@ def bench(args: argparse.Namespace) -> int:
         worker_fuel=args.worker_fuel,
         worker_args=(("--unary",) if args.worker_unary else ())
         + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky)))
-        + (() if args.worker_slice_fuel is None else ("--slice-fuel", str(args.worker_slice_fuel))),
+        + (() if args.worker_slice_fuel is None else ("--slice-fuel", str(args.worker_slice_fuel)))
+        + (
+            ()
+            if args.worker_warm_activities is None
+            else ("--warm-activities", str(args.worker_warm_activities))
+        ),
         sandbox_repetitions=args.sandbox_repetitions,
         python_runs=args.python_runs,
     )

@@ -28,6 +28,7 @@ from amber.runtime.metrics import OpsEndpoint, OpsListen
 from amber.runtime.model import EngineSettings, SystemClock
 from amber.runtime.sandbox import (
     SLICE_FUEL,
+    WARM_RUNS,
     ParallelSandbox,
     SandboxEngine,
     SandboxLimits,
@@ -271,6 +272,9 @@ def work(args: argparse.Namespace) -> int:
             raise InvalidInput("--guests must be between 1 and 64")
         if not 0 <= args.sticky <= 10_000:
             raise InvalidInput("--sticky must be between 0 and 10000")
+        warm_runs = WARM_RUNS if args.warm_activities is None else args.warm_activities
+        if not 0 <= warm_runs <= 1_000:
+            raise InvalidInput("--warm-activities must be between 0 and 1000")
         slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
         if not 0 <= slice_fuel <= args.fuel:
             raise InvalidInput("--slice-fuel must be between 0 and --fuel")
@@ -283,6 +287,7 @@ def work(args: argparse.Namespace) -> int:
             guests=min(args.guests, settings.slots),
             sticky_runs=args.sticky,
             slice_fuel=slice_fuel,
+            warm_runs=warm_runs,
         )
 
         def close() -> None:

@@ -1,8 +1,9 @@
 """The wasmtime sandbox: one engine per process, cached artifacts, the fast call path, host
 imports (including the HTTP capability), fuel, memory and deadline limits, activation repros,
 and guests in child processes: one fresh process per activation (`IsolatedSandbox`, the surgical
-pool's isolation) or reused ones for a worker's parallel guests (`ParallelSandbox`), and a
-background lane at low CPU priority for activities that outrun their fuel slice.
+pool's isolation) or reused ones for a worker's parallel guests (`ParallelSandbox`), a
+background lane at low CPU priority for activities that outrun their fuel slice, and a run's
+Python activity instance kept for its next activity (`WarmActivities`).
 
 Rule: the only sub-package that imports wasmtime; it imports `model` and nothing else of the
 runtime.
@@ -29,6 +30,7 @@ from ._sandbox import (
     fresh_store,
 )
 from ._sticky import IDLE_S, STICKY_RUNS, StickySandbox
+from ._warm import WARM_RUNS, WarmActivities
 
 __all__ = [
     "ENGINE_FLAGS",
@@ -36,6 +38,7 @@ __all__ = [
     "MAX_RECORD_DETAIL",
     "SLICE_FUEL",
     "STICKY_RUNS",
+    "WARM_RUNS",
     "ActivationKind",
     "ActivationRequest",
     "ActivityHost",
@@ -53,6 +56,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxRunner",
     "StickySandbox",
+    "WarmActivities",
     "check_capabilities",
     "exports",
     "fresh_store",

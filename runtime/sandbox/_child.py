@@ -35,6 +35,7 @@ from ._frames import (
 )
 from ._host import ActivationKind, ActivityHost, HostCallRecord
 from ._sandbox import ActivationRequest, Sandbox
+from ._warm import WarmActivities
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -106,6 +107,7 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
 
 def main(argv: list[str]) -> int:
     artifact_dir, memory_bytes = Path(argv[0]), int(argv[1])
+    warm_runs = int(argv[2]) if len(argv) > 2 else 0
     limit_memory(memory_bytes)
     # Frames own the real stdout; anything else printing to stdout (a stray print, a native
     # library) goes to stderr instead of corrupting the stream.
@@ -114,7 +116,9 @@ def main(argv: list[str]) -> int:
     sys.stdout = sys.stderr
     parent = _Parent(sys.stdin.buffer, frames_out)
     engine = SandboxEngine(artifact_dir, max_modules=8)
-    sandbox = Sandbox(engine, parent, parent.module)
+    # A reused child (a worker's) keeps its runs' Python activity instances, as the worker does.
+    warm = WarmActivities(warm_runs) if warm_runs > 0 else None
+    sandbox = Sandbox(engine, parent, parent.module, warm=warm)
     parent.send({"t": "ready", "pid": os.getpid()})
     while True:
         frame = parent.receive()

@@ -23,6 +23,7 @@ from typing import Any, Final, TypeVar
 
 import wasmtime
 from wasmtime.component import Component, Linker
+from wasmtime.component import Instance as ComponentInstance
 
 from amber.abi import COMPONENT_HOST_INTERFACE, MAX_ENVELOPE_BYTES, latin1_bytes, latin1_text
 from amber.runtime.model import (
@@ -114,9 +115,32 @@ class ComponentHost:
     ) -> str:
         """Instantiate `component` in `store` and run one activation; the caller holds the
         engine's activation lock and has activated the host imports' state."""
+        return self.invoke(self.instantiate(component, store, io), store, kind, name, envelope, io)
+
+    def instantiate(
+        self, component: Component, store: wasmtime.Store, io: GuestIO
+    ) -> ComponentInstance:
+        """A new instance of `component` in `store` (the caller holds the activation lock)."""
         self.wasi.activate(io)
         try:
-            instance = self.linker.instantiate(store, component)
+            return self.linker.instantiate(store, component)
+        except _Carried as carried:
+            raise carried.inner from None
+        finally:
+            self.wasi.activate(None)
+
+    def invoke(
+        self,
+        instance: ComponentInstance,
+        store: wasmtime.Store,
+        kind: ActivationKind,
+        name: str,
+        envelope: bytes,
+        io: GuestIO,
+    ) -> str:
+        """Run one activation on `instance` (a new one, or one kept after a clean activity)."""
+        self.wasi.activate(io)
+        try:
             func = instance.get_func(store, kind.value)
             if func is None:
                 raise AbiViolation(f"the component does not export {kind.value!r}")

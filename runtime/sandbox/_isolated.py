@@ -179,6 +179,7 @@ class IsolatedSandbox:
         keep_spare: bool = True,
         reuse: int = 0,
         niceness: int = 0,
+        warm_runs: int = 0,
         child_command: Sequence[str] = CHILD_COMMAND,
     ) -> None:
         """`reuse` > 0 keeps up to that many children after their activation ended (with an
@@ -187,14 +188,22 @@ class IsolatedSandbox:
         anything gets a process nobody ran before.
 
         `niceness` > 0 starts each child in a session of its own at that CPU priority, set
-        right after the start so that its imports already yield (`_priority`)."""
+        right after the start so that its imports already yield (`_priority`).
+
+        `warm_runs` > 0 lets a reused child keep that many runs' Python activity instances
+        (`WarmActivities`), as the worker process does."""
         self._module_source = module_source
         self._clock = clock
         self._on_host_call = on_host_call
         self._kill_grace_s = kill_grace_s
         self._start_timeout_s = start_timeout_s
         self._keep_spare = keep_spare
-        self._command = (*child_command, str(artifact_dir), str(process_memory_bytes))
+        self._command = (
+            *child_command,
+            str(artifact_dir),
+            str(process_memory_bytes),
+            str(warm_runs if reuse > 0 else 0),
+        )
         self._niceness = niceness
         self._lock = threading.Lock()
         self._spare: _Child | None = None

@@ -48,6 +48,7 @@ from ._http import HttpPolicy
 from ._isolated import IsolatedSandbox
 from ._sandbox import ActivationRequest, RawOutput, Sandbox
 from ._sticky import StickySandbox
+from ._warm import WARM_RUNS, WarmActivities
 
 OVERFLOW_AFTER_S = 0.002
 """How long an activation waits for the in-process sandbox before it runs in a child."""
@@ -208,19 +209,27 @@ def guest_runner(
     guests: int,
     sticky_runs: int = 0,
     slice_fuel: int = SLICE_FUEL,
+    warm_runs: int = WARM_RUNS,
 ) -> Sandbox | StickySandbox | ParallelSandbox:
     """The sandbox a worker runs its activations in: in process for one guest at a time, a
     `ParallelSandbox` for more; with `sticky_runs`, the in-process one keeps that many live
     workflow instances (`StickySandbox`); with `slice_fuel` > 0 (and more than one guest),
-    an activity that uses up that much fuel runs again in the background lane."""
-    plain = Sandbox(engine, clock, module_source)
+    an activity that uses up that much fuel runs again in the background lane; with `warm_runs`,
+    each process keeps that many runs' Python activity instances (`WarmActivities`)."""
+    warm = WarmActivities(warm_runs) if warm_runs > 0 else None
+    plain = Sandbox(engine, clock, module_source, warm=warm)
     inline = (
         StickySandbox(plain, engine.activation_lock, runs=sticky_runs) if sticky_runs else plain
     )
     if guests <= 1:
         return inline
     overflow = IsolatedSandbox(
-        module_source, clock, artifact_dir=artifact_dir, keep_spare=False, reuse=guests - 1
+        module_source,
+        clock,
+        artifact_dir=artifact_dir,
+        keep_spare=False,
+        reuse=guests - 1,
+        warm_runs=warm_runs,
     )
     if slice_fuel <= 0:
         return ParallelSandbox(inline, overflow, guests)
@@ -232,6 +241,7 @@ def guest_runner(
             keep_spare=False,
             reuse=guests,
             niceness=BACKGROUND_NICENESS,
+            warm_runs=warm_runs,
         ),
         slots=guests,
     )

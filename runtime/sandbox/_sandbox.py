@@ -9,14 +9,16 @@ Replay and the worker depend only on `SandboxRunner`: `Sandbox` runs guests in t
 surgical pool's `IsolatedSandbox` runs each activation in a child process.
 
 A Python guest (a component) takes the same path with its own call (`_component`): the same
-limits, faults and outputs, so nothing above the sandbox tells the two kinds apart.
+limits, faults and outputs, so nothing above the sandbox tells the two kinds apart. One
+exception to "a new Store": given a `WarmActivities`, a Python activity goes on in the instance
+its run's last clean activity left (never another run's; a fault there is run again afresh).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import wasmtime
@@ -58,6 +60,7 @@ from ._host import (
     Suspended,
 )
 from ._http import HttpPolicy
+from ._warm import WarmActivities, WarmInstance, WarmKey
 from ._wasi import GuestIO, WasiStubs
 
 _WASM_PAGE = 65536
@@ -278,11 +281,19 @@ class Sandbox:
     """Runs activations one at a time on a shared `SandboxEngine`."""
 
     def __init__(
-        self, engine: SandboxEngine, clock: Clock, module_source: Callable[[str], bytes]
+        self,
+        engine: SandboxEngine,
+        clock: Clock,
+        module_source: Callable[[str], bytes],
+        *,
+        warm: WarmActivities | None = None,
     ) -> None:
+        """`warm`: where Python activity instances are kept for their run's next activity
+        (None: every activation instantiates afresh)."""
         self._engine = engine
         self._clock = clock
         self._module_source = module_source
+        self.warm = warm
 
     def activities(self, digest: str) -> frozenset[str]:
         """The activity names a module version exports (loading it if needed)."""
@@ -369,55 +380,94 @@ class Sandbox:
         )
 
     def _run_component(
-        self, component: Component, request: ActivationRequest, live: LiveHooks | None = None
+        self,
+        component: Component,
+        request: ActivationRequest,
+        live: LiveHooks | None = None,
+        *,
+        keep: bool = True,
     ) -> RawOutput:
-        """A Python guest's activation, in a fresh instance; with `live`, the instance goes on
+        """A Python guest's activation, in a fresh instance (or, for an activity, the instance
+        its run's last activity left, `WarmActivities`); with `live`, the instance goes on
         through its waits (`await-next`) as a core module's does through `await_next`."""
         limits = request.limits
         started = time.monotonic()
         state = self._host_calls(request, started)
-        store = component_store(
-            self._engine.engine,
-            fuel=limits.fuel,
-            memory_bytes=limits.memory_bytes,
-            table_elements=limits.table_elements,
-            ticks=_deadline_ticks(limits),
-        )
+        warm = self.warm if keep and live is None else None
+        key = None if warm is None else self._warm_key(request)
+        kept = None if warm is None or key is None else warm.take(key)
+        if kept is None:
+            store = component_store(
+                self._engine.engine,
+                fuel=limits.fuel,
+                memory_bytes=limits.memory_bytes,
+                table_elements=limits.table_elements,
+                ticks=_deadline_ticks(limits),
+            )
+        else:
+            store = kept.store
+            store.set_fuel(limits.fuel)
+            store.set_epoch_deadline(_deadline_ticks(limits))
         usage = _Usage(store=store, fuel=limits.fuel)
         io = GuestIO(deterministic=request.kind is ActivationKind.WORKFLOW, seed=request.run_id)
         name = request.export.partition(".")[2]
         host = self._engine.host
+        components = self._engine.components
         if live is not None:
             slice_ = _Slice(
                 state=state,
                 usage=usage,
                 started=started,
                 host=host,
-                wasi=self._engine.components.wasi,
+                wasi=components.wasi,
                 io=io,
             )
             state.resume = lambda envelope: live.suspended(slice_, envelope)
         host.activate(state)
+        failed: GuestFault | None
         try:
-            text = self._engine.components.call(
-                component, store, request.kind, name, request.input, io
+            instance = (
+                components.instantiate(component, store, io) if kept is None else kept.instance
             )
+            text = components.invoke(instance, store, request.kind, name, request.input, io)
             envelope = output_bytes(text, limits.max_output_bytes)
         except GuestFault as fault:
-            raise self._published(
-                self._contextual(type(fault), fault.detail, request, usage), state
-            ) from None
+            failed = self._contextual(type(fault), fault.detail, request, usage)
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
             found = classify(exc, bytes(io.stderr))
-            classified = self._contextual(found.kind, found.detail, request, usage)
-            classified.trap_code = found.trap_code
-            raise self._published(classified, state) from None
+            failed = self._contextual(found.kind, found.detail, request, usage)
+            failed.trap_code = found.trap_code
+        else:
+            failed = None
         finally:
             host.activate(None)
+        if failed is not None:
+            left = limits.deadline_s - (time.monotonic() - started)
+            if kept is not None and left > 0:  # what a fresh instance gives is what is recorded
+                again = replace(request, limits=replace(limits, deadline_s=left))
+                return self._run_component(component, again, keep=False)
+            raise self._published(failed, state) from None
+        if warm is not None and key is not None:
+            warm.give(key, kept or WarmInstance(store=store, instance=instance))
         suspended = request.kind is ActivationKind.WORKFLOW and _status(envelope) == "suspended"
         if live is not None:
             return slice_.output(envelope, suspended=suspended)
         return _output(envelope, suspended, state, usage, started)
+
+    def _warm_key(self, request: ActivationRequest) -> WarmKey | None:
+        """Where an activity of a Python module without the HTTP capability is kept (None:
+        anything else runs in a fresh instance)."""
+        if request.kind is not ActivationKind.ACTIVITY:
+            return None
+        if self._load(request.digest).http is not None:
+            return None
+        limits = request.limits
+        return WarmKey(
+            run_id=request.run_id,
+            digest=request.digest,
+            memory_bytes=limits.memory_bytes,
+            table_elements=limits.table_elements,
+        )
 
     def _call(
         self,

@@ -103,6 +103,28 @@ def remembers(payload):
     return {"seen": len(_seen_steps)}
 
 
+_served = []
+"""Module state activities mutate: the runs this instance's `tallies` calls served."""
+
+
+@activity.defn
+def tallies(args):
+    # In a fresh instance this is the first call; a run's later activities may go on in the
+    # instance its last one left (the worker keeps it), never in another run's.
+    _served.append(args["run"])
+    return {"calls": len(_served), "runs": sorted(set(_served))}
+
+
+@activity.defn
+def spins_when_warm(args):
+    # Completes in a fresh instance, loops until its fuel runs out in one that served before:
+    # a fault in a kept instance is run again in a fresh one, whose outcome is the one recorded.
+    _served.append(args["run"])
+    while len(_served) > 1:
+        pass
+    return {"fresh": True}
+
+
 # ---- hostile ---------------------------------------------------------------------------------
 
 

@@ -1,0 +1,167 @@
+"""Kept Python activity instances (`WarmActivities`): a run's next activity goes on in the
+instance its last clean one left; never another run's, never after a fault, whose activity runs
+again in a fresh instance so that what is recorded is what a fresh instance gives.
+
+The guest is `tests/guests/py_guest.py`: `tallies` reports the runs its instance served,
+`spins_when_warm` completes in a fresh instance and runs out of fuel in one that served before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from amber.abi import ActivityInput, pack
+from amber.runtime.client._client import decode
+from amber.runtime.model._clock import SystemClock
+from amber.runtime.replay import ActivityAttempt, ActivityReport, run_activity
+from amber.runtime.sandbox import ActivationKind, ActivationRequest, SandboxEngine, SandboxLimits
+from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.sandbox._warm import WarmActivities, WarmInstance, WarmKey
+
+LIMITS = SandboxLimits(fuel=100_000_000, memory_bytes=48 * 2**20, deadline_s=10.0)
+
+
+@pytest.fixture
+def guest(python_modules: Mapping[str, bytes]) -> bytes:
+    return python_modules["py_guest"]
+
+
+def _sandbox(engine: SandboxEngine, module: bytes, warm: WarmActivities | None) -> Sandbox:
+    return Sandbox(engine, SystemClock(), lambda _digest: module, warm=warm)
+
+
+def _attempt(module: bytes, name: str, run_id: str) -> ActivityAttempt:
+    return ActivityAttempt(
+        digest=hashlib.sha256(module).hexdigest(),
+        cmd=0,
+        input=ActivityInput(
+            run_id=run_id,
+            activity=name,
+            args=pack({"run": run_id}),
+            attempt=1,
+            idempotency_key=f"{run_id}/0",
+            deadline_ms=0,
+        ),
+        limits=LIMITS,
+    )
+
+
+def _result(report: ActivityReport) -> Any:
+    assert report.outcome.result is not None, report.outcome
+    return decode(report.outcome.result)
+
+
+def test_a_runs_activities_go_on_in_its_instance_and_never_in_another_runs(
+    sandbox_engine: SandboxEngine, guest: bytes
+) -> None:
+    warm = WarmActivities()
+    sandbox = _sandbox(sandbox_engine, guest, warm)
+    served = [
+        _result(run_activity(sandbox, _attempt(guest, "tallies", run)))
+        for run in ("run-a", "run-a", "run-b", "run-a", "run-b")
+    ]
+    assert served == [
+        {"calls": 1, "runs": ["run-a"]},
+        {"calls": 2, "runs": ["run-a"]},
+        {"calls": 1, "runs": ["run-b"]},  # its own fresh instance: run-a's is not visible
+        {"calls": 3, "runs": ["run-a"]},
+        {"calls": 2, "runs": ["run-b"]},
+    ]
+    assert warm.hits == 3 and len(warm) == 2
+    # Without a keeper every activity starts afresh (the surgical pool's and triage's path).
+    plain = _sandbox(sandbox_engine, guest, None)
+    for _ in range(2):
+        assert _result(run_activity(plain, _attempt(guest, "tallies", "run-a")))["calls"] == 1
+
+
+def test_a_fault_in_a_kept_instance_runs_again_in_a_fresh_one_which_is_not_kept(
+    sandbox_engine: SandboxEngine, guest: bytes
+) -> None:
+    warm = WarmActivities()
+    sandbox = _sandbox(sandbox_engine, guest, warm)
+    _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))
+    # In the kept instance it spins out of its fuel; the fresh re-run completes, as a fresh
+    # instance (the reference path) does from the start.
+    again = run_activity(sandbox, _attempt(guest, "spins_when_warm", "run-a"))
+    plain = _sandbox(sandbox_engine, guest, None)
+    fresh = run_activity(plain, _attempt(guest, "spins_when_warm", "run-a"))
+    assert _result(again) == _result(fresh) == {"fresh": True}
+    assert again.stats.fuel_used == fresh.stats.fuel_used < LIMITS.fuel  # the fresh run's
+    assert warm.hits == 1
+    assert len(warm) == 0  # neither the faulted instance nor the re-run's was kept
+    assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"] == 1
+
+
+def test_an_instance_is_dropped_after_its_share_of_activities_or_when_idle(
+    sandbox_engine: SandboxEngine, guest: bytes
+) -> None:
+    warm = WarmActivities(max_uses=3)
+    sandbox = _sandbox(sandbox_engine, guest, warm)
+    calls = [
+        _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"]
+        for _ in range(5)
+    ]
+    assert calls == [1, 2, 3, 1, 2]
+    idle = WarmActivities(idle_s=0.0)
+    sandbox = _sandbox(sandbox_engine, guest, idle)
+    for _ in range(2):
+        assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"] == 1
+    assert idle.hits == 0
+
+
+def test_at_most_runs_instances_are_kept_least_recently_used_first(
+    sandbox_engine: SandboxEngine, guest: bytes
+) -> None:
+    warm = WarmActivities(runs=2)
+    sandbox = _sandbox(sandbox_engine, guest, warm)
+    for run in ("run-a", "run-b", "run-c"):
+        run_activity(sandbox, _attempt(guest, "tallies", run))
+    assert len(warm) == 2
+    assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"] == 1
+    assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-c")))["calls"] == 2
+
+
+def test_workflows_and_modules_that_may_send_http_requests_are_never_kept(
+    sandbox_engine: SandboxEngine, guest: bytes, modules: dict[str, bytes]
+) -> None:
+    payments = modules["payments"]  # declares the HTTP capability
+    sandbox = Sandbox(
+        sandbox_engine,
+        SystemClock(),
+        {hashlib.sha256(m).hexdigest(): m for m in (guest, payments)}.__getitem__,
+        warm=WarmActivities(),
+    )
+
+    def request(module: bytes, kind: ActivationKind) -> ActivationRequest:
+        return ActivationRequest(
+            kind=kind,
+            digest=hashlib.sha256(module).hexdigest(),
+            export="x",
+            input=b"",
+            run_id="run-a",
+            step=0,
+            limits=LIMITS,
+        )
+
+    assert sandbox._warm_key(request(payments, ActivationKind.ACTIVITY)) is None
+    assert sandbox._warm_key(request(guest, ActivationKind.WORKFLOW)) is None
+    assert sandbox._warm_key(request(guest, ActivationKind.ACTIVITY)) == WarmKey(
+        run_id="run-a",
+        digest=hashlib.sha256(guest).hexdigest(),
+        memory_bytes=LIMITS.memory_bytes,
+        table_elements=LIMITS.table_elements,
+    )
+
+
+def test_the_keeper_gives_an_instance_to_one_caller_at_a_time() -> None:
+    warm = WarmActivities()
+    key = WarmKey(run_id="r", digest="d", memory_bytes=1, table_elements=1)
+    kept = WarmInstance(store=object(), instance=object())  # type: ignore[arg-type]
+    warm.give(key, kept)
+    assert warm.take(key) is kept
+    assert warm.take(key) is None  # out of the keeper while in use
+    assert kept.uses == 1
