@@ -1,6 +1,7 @@
 """The child process of `IsolatedSandbox`: runs one activation (or, reused, one after another).
 
-Started as `python -m amber.runtime.sandbox._child ARTIFACT_DIR MEMORY_BYTES` with pipes on
+Started as `python -m amber.runtime.sandbox._child ARTIFACT_DIR MEMORY_BYTES WARM_RUNS` (the
+last: runs whose Python activity instance a reused child keeps; 0 for none) with pipes on
 stdin and stdout (stderr is the parent's). It caps its own memory, builds its engine on the
 parent's artifact cache, says `ready`, and waits for a `run` frame (a spare child may wait a
 long time, and exits quietly if the parent closes the pipe instead). It runs the activation in
@@ -100,6 +101,7 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
         step=frame["step"],
         limits=limits_from_doc(frame["limits"]),
         query=frame["query"],
+        sliced=bool(frame.get("sliced", False)),
         activity=activity,
         observer=parent.record if frame.get("observe", True) else None,
     )
@@ -117,7 +119,8 @@ def main(argv: list[str]) -> int:
     parent = _Parent(sys.stdin.buffer, frames_out)
     engine = SandboxEngine(artifact_dir, max_modules=8)
     # A reused child (a worker's) keeps its runs' Python activity instances, as the worker does.
-    warm = WarmActivities(warm_runs) if warm_runs > 0 else None
+    # Kept instances count against the memory cap: they may take half of it.
+    warm = WarmActivities(warm_runs, max_bytes=memory_bytes // 2) if warm_runs > 0 else None
     sandbox = Sandbox(engine, parent, parent.module, warm=warm)
     parent.send({"t": "ready", "pid": os.getpid()})
     while True:

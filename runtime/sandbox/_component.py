@@ -5,7 +5,8 @@ one call of export `workflow` or `activity` with the type name and the input env
 output envelope back. The `amber:guest/host` functions are the `amber` host imports taking
 strings instead of pointers, and share their routing and rules (`_host`); WASI is stubbed
 (`_wasi`). A component cannot go on after a trap, and the C API has no component `InstancePre`,
-so every activation instantiates afresh.
+so every activation instantiates afresh, except a Python activity that goes on in the instance
+its run's last clean one left (`instantiate` and `invoke` apart; `_warm`).
 
 A Python exception that escapes guest code ends in an `unreachable` trap after CPython printed
 its traceback to stderr; the trap message alone cannot tell a `MemoryError` from a `KeyError`,

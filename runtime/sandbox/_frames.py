@@ -208,6 +208,7 @@ def request_frame(
         "step": request.step,
         "limits": dataclasses.asdict(request.limits),
         "query": request.query,
+        "sliced": request.sliced,
         "idempotency_key": None if request.activity is None else request.activity.idempotency_key,
     }
 

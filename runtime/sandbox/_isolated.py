@@ -71,7 +71,8 @@ from ._priority import lower_priority
 from ._sandbox import ActivationRequest, RawOutput
 
 CHILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "amber.runtime.sandbox._child")
-"""How a child is started; its artifact directory and memory cap are appended."""
+"""How a child is started; its artifact directory, memory cap and kept Python activity
+instances (`warm_runs`, 0 unless it is reused) are appended."""
 MAX_HEARTBEAT_BYTES = 64 * 1024
 """Largest heartbeat details a child may pass up (the host import's own cap)."""
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -106,7 +106,9 @@ class ParallelSandbox:
         child; an activity that uses up its slice runs again in the background lane."""
         if not self._sliced(request):
             return self._run_once(request)
-        sliced = replace(request, limits=replace(request.limits, fuel=self._slice_fuel))
+        sliced = replace(
+            request, limits=replace(request.limits, fuel=self._slice_fuel), sliced=True
+        )
         deadline_at = time.monotonic() + request.limits.deadline_s
         try:
             return self._run_once(sliced)
@@ -241,7 +243,8 @@ def guest_runner(
             keep_spare=False,
             reuse=guests,
             niceness=BACKGROUND_NICENESS,
-            warm_runs=warm_runs,
+            warm_runs=0,  # a heavy activity's instantiation is a small part of it, and one
+            # that ran out of fuel in a kept instance would run again afresh: twice its budget
         ),
         slots=guests,
     )

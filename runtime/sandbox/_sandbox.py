@@ -1,6 +1,7 @@
 """One activation: a fresh Store with fuel, memory and deadline limits, one call, typed faults.
 
-Every activation gets a new `Store` (so no state leaks between runs or attempts), instantiated
+Every activation gets a new `Store` (so no state leaks between runs or attempts; one exception
+below), instantiated
 from the cached `InstancePre` of its module digest. Its input envelope is written through
 `amber_alloc`; its output is read back bounds-checked. Whatever goes wrong comes out as one
 `GuestFault` subclass carrying the run, step, digest, fuel and memory used.
@@ -9,9 +10,10 @@ Replay and the worker depend only on `SandboxRunner`: `Sandbox` runs guests in t
 surgical pool's `IsolatedSandbox` runs each activation in a child process.
 
 A Python guest (a component) takes the same path with its own call (`_component`): the same
-limits, faults and outputs, so nothing above the sandbox tells the two kinds apart. One
+limits, faults and outputs, so nothing above the sandbox tells the two kinds apart. The
 exception to "a new Store": given a `WarmActivities`, a Python activity goes on in the instance
-its run's last clean activity left (never another run's; a fault there is run again afresh).
+its run's last clean activity left (never another run's; a fault there is run again afresh, on
+what is left of the deadline, and that outcome is the one returned).
 """
 
 from __future__ import annotations
@@ -97,6 +99,10 @@ class ActivationRequest:
     fresh: bool = False
     """Replay from the top in a new instance even where a live one could go on (a sticky
     keeper drops the run's live instance)."""
+    sliced: bool = False
+    """An activity on a slice of its fuel, which its caller runs again on its whole budget in a
+    fresh instance if it runs out (`ParallelSandbox`): running out is then not its outcome, so
+    a kept instance's out-of-fuel goes back as it is instead of being run again here."""
     activity: ActivityHost | None = None
     """For activities: heartbeats, cancellation and the HTTP capability."""
     observer: HostCallObserver | None = None
@@ -306,6 +312,8 @@ class Sandbox:
     def run(self, request: ActivationRequest) -> RawOutput:
         """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
         with self._engine.activation_lock:
+            if self.warm is not None:
+                self.warm.sweep()
             return self._run(request)
 
     def _load(self, digest: str) -> LoadedModule:
@@ -443,7 +451,9 @@ class Sandbox:
             host.activate(None)
         if failed is not None:
             left = limits.deadline_s - (time.monotonic() - started)
-            if kept is not None and left > 0:  # what a fresh instance gives is what is recorded
+            settled_above = request.sliced and isinstance(failed, OutOfFuel)
+            if kept is not None and left > 0 and not settled_above:
+                # What a fresh instance gives is what is recorded.
                 again = replace(request, limits=replace(limits, deadline_s=left))
                 return self._run_component(component, again, keep=False)
             raise self._published(failed, state) from None

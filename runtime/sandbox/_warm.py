@@ -13,14 +13,19 @@ code must not rely on it (any other worker, child process or fault starts afresh
 
 - between runs: two runs' data never meet in one instance, whatever tenants they belong to
   (module versions are content-addressed and may be shared);
-- across a fault: an activity that faults in a kept instance is run again in a fresh one, so
-  the failure recorded, fingerprinted and exported for triage is the one a fresh instance gives
-  (the caller does this; `Sandbox`);
+- across a fault: an activity that faults (a trap, its fuel, memory or deadline spent) in a
+  kept instance is run again in a fresh one within the same attempt, on what is left of its
+  deadline, so the failure recorded, fingerprinted and exported for triage is the one a fresh
+  instance gives, with that run's fuel (the caller does this; `Sandbox`). An activity that
+  raises is no fault: its error is a clean outcome, and the instance stays kept;
 - by modules with the HTTP capability, whose activities are never kept (that re-run would send
   a request twice), and by workflows (their live instances are `StickySandbox`'s).
 
-Bounds: `runs` kept instances per process (least recently used dropped first), each dropped
-after `idle_s` without an activity or `max_uses` activities (CPython's heap only grows).
+Bounds: `runs` kept instances per process (least recently used dropped first), and with
+`max_bytes` as many as their stores' memory limits fit in (a child process caps its writable
+memory, which a kept instance's linear memory counts against); each dropped after `max_uses`
+activities (CPython's heap only grows) or `idle_s` without one. Idle ones are freed by the
+process's next activity (`sweep`): a worker that goes quiet keeps them until then.
 
 Rejected: one instance per module digest for all runs (one run's data would reach another's
 activity); keeping an instance across a fault (state a trap left half-written).
@@ -70,11 +75,17 @@ class WarmActivities:
     """The kept instances of one process. Thread-safe; an instance is out of it while in use."""
 
     def __init__(
-        self, runs: int = WARM_RUNS, *, idle_s: float = WARM_IDLE_S, max_uses: int = WARM_MAX_USES
+        self,
+        runs: int = WARM_RUNS,
+        *,
+        idle_s: float = WARM_IDLE_S,
+        max_uses: int = WARM_MAX_USES,
+        max_bytes: int | None = None,
     ) -> None:
         self._runs = runs
         self._idle_s = idle_s
         self._max_uses = max_uses
+        self._max_bytes = max_bytes
         self._kept: OrderedDict[WarmKey, WarmInstance] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
@@ -82,9 +93,10 @@ class WarmActivities:
 
     def take(self, key: WarmKey) -> WarmInstance | None:
         """The instance kept for `key`, now the caller's (None: none, or it idled too long)."""
+        self.sweep()
         with self._lock:
             kept = self._kept.pop(key, None)
-            if kept is None or time.monotonic() - kept.kept_at > self._idle_s:
+            if kept is None:
                 return None
             self.hits += 1
             return kept
@@ -95,14 +107,25 @@ class WarmActivities:
         kept.uses += 1
         if self._runs <= 0 or kept.uses >= self._max_uses:
             return
-        kept.kept_at = now = time.monotonic()
+        kept.kept_at = time.monotonic()
         with self._lock:
             self._kept[key] = kept
-            while len(self._kept) > self._runs:
+            while len(self._kept) > self._runs or (
+                self._max_bytes is not None
+                and sum(k.memory_bytes for k in self._kept) > self._max_bytes
+            ):
                 self._kept.popitem(last=False)
-            stale = [k for k, v in self._kept.items() if now - v.kept_at > self._idle_s]
-            for k in stale:
-                del self._kept[k]
+
+    def sweep(self) -> None:
+        """Drop the instances idle for longer than `idle_s` (oldest first, so it stops at the
+        first one still fresh)."""
+        now = time.monotonic()
+        with self._lock:
+            while self._kept:
+                oldest = next(iter(self._kept.values()))
+                if now - oldest.kept_at <= self._idle_s:
+                    break
+                self._kept.popitem(last=False)
 
     def __len__(self) -> int:
         with self._lock:

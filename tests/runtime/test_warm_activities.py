@@ -14,10 +14,16 @@ from typing import Any
 
 import pytest
 
-from amber.abi import ActivityInput, pack
+from amber.abi import ActivityInput, encode_activity_input, pack
 from amber.runtime.client._client import decode
+from amber.runtime.model import OutOfFuel
 from amber.runtime.model._clock import SystemClock
-from amber.runtime.replay import ActivityAttempt, ActivityReport, run_activity
+from amber.runtime.replay import (
+    ActivityAttempt,
+    ActivityReport,
+    run_activity,
+    run_activity_request,
+)
 from amber.runtime.sandbox import ActivationKind, ActivationRequest, SandboxEngine, SandboxLimits
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.sandbox._warm import WarmActivities, WarmInstance, WarmKey
@@ -96,6 +102,31 @@ def test_a_fault_in_a_kept_instance_runs_again_in_a_fresh_one_which_is_not_kept(
     assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"] == 1
 
 
+def test_a_sliced_activity_out_of_fuel_in_a_kept_instance_is_left_to_its_caller(
+    sandbox_engine: SandboxEngine, guest: bytes
+) -> None:
+    """On a fuel slice (`ParallelSandbox`), running out is not the outcome: the caller runs the
+    activity again afresh on its whole budget, so the sandbox does not spend a second slice."""
+    warm = WarmActivities()
+    sandbox = _sandbox(sandbox_engine, guest, warm)
+    _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))
+    attempt = _attempt(guest, "spins_when_warm", "run-a")
+    sliced = ActivationRequest(
+        kind=ActivationKind.ACTIVITY,
+        digest=attempt.digest,
+        export="amber_activity.spins_when_warm",
+        input=encode_activity_input(attempt.input),
+        run_id="run-a",
+        step=0,
+        limits=LIMITS,
+        sliced=True,
+    )
+    with pytest.raises(OutOfFuel) as spent:
+        run_activity_request(sandbox, sliced)
+    assert spent.value.fuel_used == LIMITS.fuel
+    assert warm.hits == 1 and len(warm) == 0
+
+
 def test_an_instance_is_dropped_after_its_share_of_activities_or_when_idle(
     sandbox_engine: SandboxEngine, guest: bytes
 ) -> None:
@@ -108,8 +139,9 @@ def test_an_instance_is_dropped_after_its_share_of_activities_or_when_idle(
     assert calls == [1, 2, 3, 1, 2]
     idle = WarmActivities(idle_s=0.0)
     sandbox = _sandbox(sandbox_engine, guest, idle)
-    for _ in range(2):
-        assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"] == 1
+    for run in ("run-a", "run-b"):
+        assert _result(run_activity(sandbox, _attempt(guest, "tallies", run)))["calls"] == 1
+    assert len(idle) == 1  # run-a's was freed by run-b's activity, not only when asked for
     assert idle.hits == 0
 
 
@@ -123,6 +155,16 @@ def test_at_most_runs_instances_are_kept_least_recently_used_first(
     assert len(warm) == 2
     assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"] == 1
     assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-c")))["calls"] == 2
+
+
+def test_kept_instances_fit_in_a_memory_budget_by_their_stores_limits() -> None:
+    warm = WarmActivities(runs=16, max_bytes=3 * LIMITS.memory_bytes)
+    for run in ("a", "b", "c", "d"):
+        key = WarmKey(run_id=run, digest="d", memory_bytes=LIMITS.memory_bytes, table_elements=1)
+        warm.give(key, WarmInstance(store=object(), instance=object()))  # type: ignore[arg-type]
+    assert len(warm) == 3
+    gone = WarmKey(run_id="a", digest="d", memory_bytes=LIMITS.memory_bytes, table_elements=1)
+    assert warm.take(gone) is None  # the least recently kept went first
 
 
 def test_workflows_and_modules_that_may_send_http_requests_are_never_kept(
