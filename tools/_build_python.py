@@ -46,6 +46,7 @@ import wit_world
 from wit_world.imports import host as _host
 
 import amber_sdk._entry as _entry
+import amber_sdk._warmup as _warmup
 import {module}  # noqa: F401  (its decorators register the workflows and activities)
 
 
@@ -88,6 +89,9 @@ class WitWorld(wit_world.WitWorld):
 
     def activity(self, name, envelope):
         return _entry.run_activity(name, envelope.encode("latin-1"), _HOST).decode("latin-1")
+
+
+_warmup.warm_up()  # last: the build's snapshot keeps the SDK's own path warm
 '''
 
 _MANIFEST_SCRIPT: Final = """\

@@ -1555,3 +1555,29 @@ def test_declare_refuses_a_malformed_http_capability(capabilities: dict[str, Any
 def test_declare_refuses_what_json_cannot_hold() -> None:
     with _registry.isolated(), pytest.raises(TypeError, match="JSON"):
         amber.declare(limits={"x": b"bytes"})
+
+
+def test_the_build_s_warm_up_runs_the_sdk_s_path_and_leaves_nothing_behind() -> None:
+    """`amber build` calls `warm_up` in the entry module so the snapshot holds the SDK's path
+    warm: it runs on a workflow and activity of its own, never the module's, and afterwards the
+    registry and the SDK's per-activation state are as they were."""
+    from amber_sdk import _activity, _entry, _guard, _replay, _warmup
+
+    before = (set(_registry.current().workflows), set(_registry.current().activities))
+    seen: list[str] = []
+    original = _entry.run_workflow
+
+    def spying(name: str, envelope: bytes, host: Any) -> bytes:
+        out = original(name, envelope, host)
+        seen.append(msgpack.unpackb(out)["status"])
+        return out
+
+    _entry.run_workflow = spying  # type: ignore[assignment]
+    try:
+        _warmup.warm_up(rounds=2)
+    finally:
+        _entry.run_workflow = original  # type: ignore[assignment]
+    assert seen == ["suspended", "suspended", "completed"] * 2  # a whole run, each round
+    assert (set(_registry.current().workflows), set(_registry.current().activities)) == before
+    assert _warmup._WORKFLOW not in _registry.current().workflows
+    assert (_replay._current, _activity._current, _guard._depth) == (None, None, 0)
