@@ -296,6 +296,7 @@ def work(args: argparse.Namespace) -> int:
             engine.close()
 
         worker = Worker(client, runner, settings)
+        worker.metrics.watch_warm(runner.warm_instances)
         if isinstance(runner, ParallelSandbox | StickySandbox):
             worker.metrics.watch_live(runner.live_runs)
         if isinstance(runner, ParallelSandbox):

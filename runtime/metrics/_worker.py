@@ -47,6 +47,12 @@ class WorkerMetrics:
             "Live workflow instances parked, one per running workflow (sticky instances)",
             registry=r,
         )  # fmt: skip
+        self._warm = Gauge(
+            "amber_worker_warm_activity_instances",
+            "Python activity instances kept in the worker process for their run's next activity"
+            " (its reused child processes keep their own)",
+            registry=r,
+        )  # fmt: skip
         self._busy = Gauge("amber_worker_tasks_running", "Tasks running now", registry=r)
         self._background = Gauge(
             "amber_worker_background_activities",
@@ -71,6 +77,10 @@ class WorkerMetrics:
     def watch_live(self, live_instances: Callable[[], int]) -> None:
         """Read the live instance count from `live_instances` at each scrape."""
         self._live.set_function(live_instances)
+
+    def watch_warm(self, kept: Callable[[], int]) -> None:
+        """Read the count of kept Python activity instances from `kept` at each scrape."""
+        self._warm.set_function(kept)
 
     def watch_background(self, in_lane: Callable[[], int]) -> None:
         """Read the background lane's activity count from `in_lane` at each scrape."""

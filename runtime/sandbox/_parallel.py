@@ -174,6 +174,10 @@ class ParallelSandbox:
         """Activities in the background lane now (0 without one)."""
         return 0 if self._background is None else self._background.activities()
 
+    def warm_instances(self) -> int:
+        """Python activity instances kept in this process now (children keep their own)."""
+        return self._inline.warm_instances()
+
     def live_runs(self) -> int:
         """Live workflow instances parked in process (0 without sticky instances)."""
         return self._inline.live_runs() if isinstance(self._inline, StickySandbox) else 0

@@ -305,6 +305,10 @@ class Sandbox:
         """The activity names a module version exports (loading it if needed)."""
         return self._load(digest).activities
 
+    def warm_instances(self) -> int:
+        """Python activity instances kept now (`WarmActivities`; 0 without a keeper)."""
+        return 0 if self.warm is None else len(self.warm)
+
     def http_policy(self, digest: str) -> HttpPolicy | None:
         """The HTTP allowlist a module version declares (loading it if needed)."""
         return self._load(digest).http

@@ -306,6 +306,10 @@ class StickySandbox:
     def http_policy(self, digest: str) -> HttpPolicy | None:
         return self._sandbox.http_policy(digest)
 
+    def warm_instances(self) -> int:
+        """Python activity instances the wrapped sandbox keeps now."""
+        return self._sandbox.warm_instances()
+
     def live_runs(self) -> int:
         """How many live instances are parked now."""
         with self._guard:

@@ -115,6 +115,12 @@ def tallies(args):
     return {"calls": len(_served), "runs": sorted(set(_served))}
 
 
+@workflow.defn
+def tallying(payload):
+    run = workflow.info().run_id
+    return [workflow.execute_activity("tallies", {"run": run}) for _ in range(payload["times"])]
+
+
 @activity.defn
 def spins_when_warm(args):
     # Completes in a fresh instance, loops until its fuel runs out in one that served before:

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from amber.abi import ActivityInput, encode_activity_input, pack
+from amber.history import RunStatus
 from amber.runtime.client._client import decode
 from amber.runtime.model import OutOfFuel
 from amber.runtime.model._clock import SystemClock
@@ -24,9 +26,19 @@ from amber.runtime.replay import (
     run_activity,
     run_activity_request,
 )
-from amber.runtime.sandbox import ActivationKind, ActivationRequest, SandboxEngine, SandboxLimits
+from amber.runtime.sandbox import (
+    ActivationKind,
+    ActivationRequest,
+    SandboxEngine,
+    SandboxLimits,
+    guest_runner,
+)
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.sandbox._warm import WarmActivities, WarmInstance, WarmKey
+from amber.runtime.worker._worker import Worker, WorkerSettings
+from tests.conftest import InProcessServer
+
+from ._engine_helpers import serving
 
 LIMITS = SandboxLimits(fuel=100_000_000, memory_bytes=48 * 2**20, deadline_s=10.0)
 
@@ -207,3 +219,34 @@ def test_the_keeper_gives_an_instance_to_one_caller_at_a_time() -> None:
     assert warm.take(key) is kept
     assert warm.take(key) is None  # out of the keeper while in use
     assert kept.uses == 1
+
+
+def test_a_workers_python_run_goes_on_in_its_kept_activity_instance(
+    make_server: Any, python_modules: Mapping[str, bytes], tmp_path: Path
+) -> None:
+    """Through the real server and worker (one guest, in process): the run's three activities
+    share one instance, and the worker's /metrics count the instance kept for it."""
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(python_modules["py_guest"], promote=True)
+    engine = SandboxEngine(tmp_path / "artifacts")
+    runner = guest_runner(
+        engine,
+        SystemClock(),
+        srv.client.get_module,
+        artifact_dir=tmp_path / "artifacts",
+        guests=1,
+    )
+    assert isinstance(runner, Sandbox) and runner.warm is not None
+    worker = Worker(srv.client, runner, WorkerSettings(worker_id="warm", poll_wait_s=0.2))
+    worker.metrics.watch_warm(runner.warm_instances)
+    try:
+        with serving(worker):
+            run_id = srv.client.start_run("tallying", {"times": 3}).run.run_id
+            run = srv.client.result(run_id, wait_s=60)
+    finally:
+        engine.close()
+    assert run.status is RunStatus.COMPLETED, srv.client.describe(run_id)
+    assert decode(run.result) == [{"calls": n, "runs": [run_id]} for n in (1, 2, 3)]
+    assert runner.warm.hits == 2
+    metrics = worker.metrics.registry
+    assert metrics.get_sample_value("amber_worker_warm_activity_instances") == 1
