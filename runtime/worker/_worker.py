@@ -165,7 +165,9 @@ class Worker:
         self.failed = 0
         self.combined = 0
         """Activities reported together with the workflow activation that followed them."""
-        extra = sandbox.guests if isinstance(sandbox, ParallelSandbox) else 0
+        # Up to as many tasks waiting in the lane as there are slots: the lane runs `guests`
+        # at once, and a poisoned batch leaves more than that waiting (`_serving`).
+        extra = self.settings.slots if isinstance(sandbox, ParallelSandbox) else 0
         self._threads = ServingThreads(self._serve, self.settings.slots, extra)
         """Slots, and a thread more for each task waiting in the sandbox's background lane."""
         if isinstance(sandbox, ParallelSandbox):

@@ -308,3 +308,32 @@ def test_a_task_in_the_background_lane_does_not_take_a_worker_slot(
     finally:
         worker.stop()
         serving.join(timeout=30)
+
+
+def test_more_tasks_wait_in_the_lane_than_it_runs_and_none_takes_a_slot(
+    make_server, modules: dict[str, bytes], lane: ParallelSandbox
+) -> None:
+    # The lane runs two at once (`guests`); a poisoned batch leaves more waiting. With three
+    # slots and five bombs in the lane, a light run still finds a slot while all five are there.
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["poison"], promote=True)
+    srv.client.upload_version(modules["heavy"], promote=True)
+    long_bomb = SandboxLimits(fuel=2 * 10**10, deadline_s=60.0)  # seconds of CPU each
+    settings = WorkerSettings(
+        worker_id="three-slots", poll_wait_s=0.2, slots=3, activity_limits=long_bomb
+    )
+    worker = Worker(srv.client, lane, settings)
+    serving = threading.Thread(target=worker.run, daemon=True)
+    serving.start()
+    bombs = [srv.client.start_run("poisoned", {"kind": "fuel"}).run.run_id for _ in range(5)]
+    try:
+        wait_for(lambda: lane.in_background_now() == 5, 60, "five bombs in the lane")
+        light = srv.client.start_run("heavy_wf", {"n": 10}).run.run_id
+        done = srv.client.result(light, wait_s=30)
+        assert done.status is RunStatus.COMPLETED
+        assert lane.in_background_now() == 5  # none of them was done: each had left its slot
+    finally:
+        for bomb in bombs:
+            srv.client.terminate(bomb, reason="test over", operator="test")
+        worker.stop()
+        serving.join(timeout=60)
