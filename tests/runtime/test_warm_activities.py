@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,7 +35,7 @@ from amber.runtime.sandbox import (
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.sandbox._warm import WarmActivities, WarmInstance, WarmKey
 from amber.runtime.worker._worker import Worker, WorkerSettings
-from tests.conftest import InProcessServer
+from tests.conftest import ARTIFACTS, InProcessServer
 
 from ._engine_helpers import serving
 
@@ -222,19 +221,15 @@ def test_the_keeper_gives_an_instance_to_one_caller_at_a_time() -> None:
 
 
 def test_a_workers_python_run_goes_on_in_its_kept_activity_instance(
-    make_server: Any, python_modules: Mapping[str, bytes], tmp_path: Path
+    make_server: Any, python_modules: Mapping[str, bytes]
 ) -> None:
     """Through the real server and worker (one guest, in process): the run's three activities
     share one instance, and the worker's /metrics count the instance kept for it."""
     srv: InProcessServer = make_server()
     srv.client.upload_version(python_modules["py_guest"], promote=True)
-    engine = SandboxEngine(tmp_path / "artifacts")
+    engine = SandboxEngine(ARTIFACTS)  # the session's: the component is compiled there once
     runner = guest_runner(
-        engine,
-        SystemClock(),
-        srv.client.get_module,
-        artifact_dir=tmp_path / "artifacts",
-        guests=1,
+        engine, SystemClock(), srv.client.get_module, artifact_dir=ARTIFACTS, guests=1
     )
     assert isinstance(runner, Sandbox) and runner.warm is not None
     worker = Worker(srv.client, runner, WorkerSettings(worker_id="warm", poll_wait_s=0.2))
