@@ -105,19 +105,6 @@ class ComponentHost:
         with self._lock:
             self.linker.define_unknown_imports_as_traps(component)
 
-    def call(
-        self,
-        component: Component,
-        store: wasmtime.Store,
-        kind: ActivationKind,
-        name: str,
-        envelope: bytes,
-        io: GuestIO,
-    ) -> str:
-        """Instantiate `component` in `store` and run one activation; the caller holds the
-        engine's activation lock and has activated the host imports' state."""
-        return self.invoke(self.instantiate(component, store, io), store, kind, name, envelope, io)
-
     def instantiate(
         self, component: Component, store: wasmtime.Store, io: GuestIO
     ) -> ComponentInstance:
@@ -139,7 +126,9 @@ class ComponentHost:
         envelope: bytes,
         io: GuestIO,
     ) -> str:
-        """Run one activation on `instance` (a new one, or one kept after a clean activity)."""
+        """Run one activation on `instance` (a new one, or one kept after a clean activity);
+        the caller holds the engine's activation lock and has activated the host imports'
+        state."""
         self.wasi.activate(io)
         try:
             func = instance.get_func(store, kind.value)

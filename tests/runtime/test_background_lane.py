@@ -284,56 +284,37 @@ def _argv(pid: int) -> list[str]:
         return []
 
 
-def test_a_task_in_the_background_lane_does_not_take_a_worker_slot(
-    make_server, modules: dict[str, bytes], lane: ParallelSandbox
+@pytest.mark.parametrize(
+    ("slots", "bombs", "fuel"),
+    [
+        (1, 1, 10**10),
+        # The lane runs two at once (`guests`); a poisoned batch leaves more waiting, and with
+        # three slots and five bombs there a light run must still find a slot.
+        (3, 5, 2 * 10**10),
+    ],
+)
+def test_tasks_in_the_background_lane_do_not_take_worker_slots(
+    make_server, modules: dict[str, bytes], lane: ParallelSandbox, slots: int, bombs: int, fuel: int
 ) -> None:
     srv: InProcessServer = make_server()
     srv.client.upload_version(modules["poison"], promote=True)
     srv.client.upload_version(modules["heavy"], promote=True)
-    long_bomb = SandboxLimits(fuel=10**10, deadline_s=60.0)  # seconds of CPU in the lane
+    long_bomb = SandboxLimits(fuel=fuel, deadline_s=60.0)  # seconds of CPU each in the lane
     settings = WorkerSettings(
-        worker_id="one-slot", poll_wait_s=0.2, slots=1, activity_limits=long_bomb
+        worker_id=f"{slots}-slots", poll_wait_s=0.2, slots=slots, activity_limits=long_bomb
     )
     worker = Worker(srv.client, lane, settings)
     serving = threading.Thread(target=worker.run, daemon=True)
     serving.start()
+    runs = [srv.client.start_run("poisoned", {"kind": "fuel"}).run.run_id for _ in range(bombs)]
     try:
-        bomb = srv.client.start_run("poisoned", {"kind": "fuel"}).run.run_id
-        wait_for(lambda: lane.in_background_now() == 1, 30, "the bomb in the lane")
-        light = srv.client.start_run("heavy_wf", {"n": 10}).run.run_id
-        done = srv.client.result(light, wait_s=30)
-        assert done.status is RunStatus.COMPLETED  # the worker's one slot was not taken
-        assert lane.in_background_now() == 1  # while the bomb still burns
-        srv.client.terminate(bomb, reason="test over", operator="test")
-    finally:
-        worker.stop()
-        serving.join(timeout=30)
-
-
-def test_more_tasks_wait_in_the_lane_than_it_runs_and_none_takes_a_slot(
-    make_server, modules: dict[str, bytes], lane: ParallelSandbox
-) -> None:
-    # The lane runs two at once (`guests`); a poisoned batch leaves more waiting. With three
-    # slots and five bombs in the lane, a light run still finds a slot while all five are there.
-    srv: InProcessServer = make_server()
-    srv.client.upload_version(modules["poison"], promote=True)
-    srv.client.upload_version(modules["heavy"], promote=True)
-    long_bomb = SandboxLimits(fuel=2 * 10**10, deadline_s=60.0)  # seconds of CPU each
-    settings = WorkerSettings(
-        worker_id="three-slots", poll_wait_s=0.2, slots=3, activity_limits=long_bomb
-    )
-    worker = Worker(srv.client, lane, settings)
-    serving = threading.Thread(target=worker.run, daemon=True)
-    serving.start()
-    bombs = [srv.client.start_run("poisoned", {"kind": "fuel"}).run.run_id for _ in range(5)]
-    try:
-        wait_for(lambda: lane.in_background_now() == 5, 60, "five bombs in the lane")
+        wait_for(lambda: lane.in_background_now() == bombs, 60, "the bombs in the lane")
         light = srv.client.start_run("heavy_wf", {"n": 10}).run.run_id
         done = srv.client.result(light, wait_s=30)
         assert done.status is RunStatus.COMPLETED
-        assert lane.in_background_now() == 5  # none of them was done: each had left its slot
+        assert lane.in_background_now() == bombs  # none was done: each had left its slot
     finally:
-        for bomb in bombs:
-            srv.client.terminate(bomb, reason="test over", operator="test")
+        for run_id in runs:
+            srv.client.terminate(run_id, reason="test over", operator="test")
         worker.stop()
         serving.join(timeout=60)
