@@ -46,6 +46,9 @@ def test_a_small_bench_runs_end_to_end(server_url: str, tmp_path: Path) -> None:
         recovery_runs=0,
         sandbox_repetitions=0,
         python_runs=0,  # the Python guests' phase: tests/tools/test_bench_smoke.py
+        isolation_runs=0,  # and the isolation, auth-cost and commit-rate phases, there too
+        auth_calls=0,
+        commit_probe_s=0,
     )
 
     returned = run_bench(options)
