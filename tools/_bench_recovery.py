@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from amber.abi import AmberError, RetryableError
 from amber.history import (
@@ -54,8 +54,8 @@ class RecoveryOptions:
 class CrashControl:
     """How the phase kills a running process and starts its replacement."""
 
-    victim: str
-    """What is killed: "worker" or "server"."""
+    victim: Literal["worker", "server"]
+    """What is killed."""
     kill: Callable[[], None]
     """SIGKILL it (a worker with its children)."""
     restart: Callable[[], None]

@@ -109,7 +109,7 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
 
 def main(argv: list[str]) -> int:
     artifact_dir, memory_bytes = Path(argv[0]), int(argv[1])
-    warm_runs = int(argv[2]) if len(argv) > 2 else 0
+    warm_runs = int(argv[2])
     limit_memory(memory_bytes)
     # Frames own the real stdout; anything else printing to stdout (a stray print, a native
     # library) goes to stderr instead of corrupting the stream.

@@ -1,10 +1,9 @@
 """One activation: a fresh Store with fuel, memory and deadline limits, one call, typed faults.
 
 Every activation gets a new `Store` (so no state leaks between runs or attempts; one exception
-below), instantiated
-from the cached `InstancePre` of its module digest. Its input envelope is written through
-`amber_alloc`; its output is read back bounds-checked. Whatever goes wrong comes out as one
-`GuestFault` subclass carrying the run, step, digest, fuel and memory used.
+below), instantiated from the cached `InstancePre` of its module digest. Its input envelope is
+written through `amber_alloc`; its output is read back bounds-checked. Whatever goes wrong comes
+out as one `GuestFault` subclass carrying the run, step, digest, fuel and memory used.
 
 Replay and the worker depend only on `SandboxRunner`: `Sandbox` runs guests in this process, the
 surgical pool's `IsolatedSandbox` runs each activation in a child process.

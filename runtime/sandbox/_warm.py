@@ -92,8 +92,8 @@ class WarmActivities:
         """Activities that went on in a kept instance."""
 
     def take(self, key: WarmKey) -> WarmInstance | None:
-        """The instance kept for `key`, now the caller's (None: none, or it idled too long)."""
-        self.sweep()
+        """The instance kept for `key`, now the caller's (None: none). Its owner sweeps the
+        idle ones first (`Sandbox.run`, before each activation)."""
         with self._lock:
             kept = self._kept.pop(key, None)
             if kept is None:

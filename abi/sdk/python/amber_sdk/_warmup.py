@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _entry, _msgpack, _registry, activity, workflow
+from ._envelopes import ABI_VERSION
 
 __all__ = ["warm_up"]
 
@@ -74,7 +75,7 @@ def _step(args: dict[str, Any]) -> dict[str, Any]:
 def _workflow_input(results: list[list[Any]]) -> bytes:
     return _msgpack.encode(
         {
-            "abi": 1,
+            "abi": ABI_VERSION,
             "run_id": "amber-warm-up",
             "workflow": _WORKFLOW,
             "input": _msgpack.encode({"value": 0}),
@@ -87,7 +88,7 @@ def _workflow_input(results: list[list[Any]]) -> bytes:
 def _activity_input(value: int) -> bytes:
     return _msgpack.encode(
         {
-            "abi": 1,
+            "abi": ABI_VERSION,
             "run_id": "amber-warm-up",
             "activity": _ACTIVITY,
             "args": _msgpack.encode({"value": value}),
