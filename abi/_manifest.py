@@ -14,6 +14,8 @@ ABI_VERSION = 1
 MANIFEST_SECTION = "amber.manifest"
 WORKFLOW_EXPORT_PREFIX = "amber_workflow."
 ACTIVITY_EXPORT_PREFIX = "amber_activity."
+AWAIT_NEXT_DELTA = "delta"
+"""In the manifest's `"await_next"` list: the module reads delta answers (abi/README.md)."""
 MAX_MANIFEST_BYTES = 64 * 1024
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 """What workflow and activity names look like."""
@@ -41,6 +43,11 @@ class Manifest:
 
     def activity_export(self, name: str) -> str:
         return ACTIVITY_EXPORT_PREFIX + name
+
+    def reads_delta(self) -> bool:
+        """Whether the module's `await_next` reads delta answers (`"await_next": ["delta"]`)."""
+        answers = self.extra.get("await_next")
+        return isinstance(answers, list) and AWAIT_NEXT_DELTA in answers
 
     def to_json(self) -> dict[str, Any]:
         """The manifest as a JSON-ready dict (what is stored and shown)."""

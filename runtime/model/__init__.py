@@ -50,7 +50,8 @@ from ._faults import (
     StackOverflow,
 )
 from ._ids import new_run_id
-from ._projection import Projection, RecordedCommand, project
+from ._projection import Projection, RecordedCommand, extend_projection, project
+from ._projections import Projections
 from ._runs import (
     DEFAULT_TENANT,
     MAX_HISTORY_PAGE,
@@ -122,6 +123,7 @@ __all__ = [
     "PoisonPolicy",
     "PrincipalNotFound",
     "Projection",
+    "Projections",
     "QueryFailed",
     "QueryTimedOut",
     "QueueDepth",
@@ -148,6 +150,7 @@ __all__ = [
     "TriageOutcome",
     "WorkerSeen",
     "WorkflowCompletion",
+    "extend_projection",
     "from_ms",
     "from_ms_or_none",
     "idempotency_key",

@@ -43,6 +43,7 @@ from amber.runtime.model import (
     MalformedOutput,
     NonDeterminism,
     Projection,
+    Projections,
     project,
 )
 from amber.runtime.sandbox import (
@@ -333,13 +334,22 @@ def _checked(
 
 
 def activate_workflow(
-    sandbox: SandboxRunner, activation: WorkflowActivation, *, fresh: bool = False
+    sandbox: SandboxRunner,
+    activation: WorkflowActivation,
+    *,
+    fresh: bool = False,
+    projections: Projections | None = None,
 ) -> WorkflowStep:
     """Replay the run through its module and return what to append. Raises `GuestFault`s.
 
     `fresh`: from the top in a new instance even where the run's live instance could go on
-    (a version check: it must neither use nor leave a live instance of the run)."""
-    projection = project(activation.events)
+    (a version check: it must neither use nor leave a live instance of the run).
+    `projections`: the worker's memo of its runs' last projections, to project only the
+    events added since the run's last activation."""
+    if projections is None:
+        projection = project(activation.events)
+    else:
+        projection = projections.project(activation.run_id, activation.events)
     raw = _run(sandbox, activation, projection, None, fresh=fresh)
     first_new = len(projection.commands)
     try:  # the guest ran: whatever is refused now is recorded with what it used, and where

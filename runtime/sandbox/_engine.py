@@ -69,6 +69,8 @@ class LoadedModule:
     continues: bool = False
     """It imports `await_next` (a component: `await-next`): a live instance can go on after a
     wait (`StickySandbox`)."""
+    reads_delta: bool = False
+    """Its manifest says its `await_next` reads delta answers."""
 
 
 def _once(fetch: Callable[[], bytes]) -> Callable[[], bytes]:
@@ -147,6 +149,7 @@ class SandboxEngine:
             activities=frozenset(manifest.activities),
             http=http_policy(manifest),
             continues=True,  # every component imports the whole host interface: await-next
+            reads_delta=manifest.reads_delta(),
         )
 
     def _load_module(self, digest: str, fetch: Callable[[], bytes]) -> LoadedModule:
@@ -166,6 +169,7 @@ class SandboxEngine:
             continues=any(
                 i.module == HOST_MODULE and i.name == "await_next" for i in module.imports
             ),
+            reads_delta=manifest.reads_delta(),
         )
 
     def close(self) -> None:

@@ -332,6 +332,11 @@ class Sandbox:
         live instance can serve a run's successive activations (`StickySandbox`)."""
         return self._load(digest).continues
 
+    def reads_delta(self, digest: str) -> bool:
+        """Whether a live instance of the module may be handed a delta instead of its run's
+        whole next input envelope (its manifest says `"await_next": ["delta"]`)."""
+        return self._load(digest).reads_delta
+
     def is_component(self, digest: str) -> bool:
         """Whether the module version is a Python guest (a component), whose replay from the top
         costs milliseconds where a core module's costs tens of microseconds."""

@@ -18,6 +18,12 @@ its own. So the input is checked before it is handed over (same module digest, t
 seen so far a prefix of the new ones, the same cancel request, every issued command recorded
 with the values the instance used), and anything else starts a fresh instance.
 
+A module whose manifest says `"await_next": ["delta"]` (the Python SDK's) is handed a *delta*
+instead of the whole envelope: the results added since the input it read last, with the
+`recorded` count and the cancel request (abi/README.md). The checks above run on the whole
+envelope either way; the delta only spares the guest re-reading its history, which in CPython
+is most of a step's cost once the history is long.
+
 Never sticky: queries (they must not move the instance), activities, and modules built before
 `await_next` existed. Dropped: on any fault in a later stretch (the activation is then run again
 from the top, so the recorded failure — reason, fuel, memory — is the reference path's), on a
@@ -47,7 +53,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 from typing import Any, Final
 
-from amber.abi import NotMsgpack, unpack
+from amber.abi import ABI_VERSION, NotMsgpack, pack, unpack
 from amber.runtime.model import GuestFault
 
 from ._host import ActivationKind
@@ -133,6 +139,23 @@ def _issued(output: bytes) -> list[Any] | None:
     return commands
 
 
+def _delta(seen: _Seen, later: _Seen) -> bytes:
+    """The input for a guest that read `seen` and reads deltas, standing for `later` (which
+    `continued_by` accepted: its results begin with `seen`'s): the results added since, the
+    `recorded` count and the cancel request."""
+    start = len(seen.results)
+    doc: dict[str, Any] = {
+        "abi": ABI_VERSION,
+        "delta": True,
+        "from": start,
+        "more": later.results[start:],
+        "recorded": later.recorded,
+    }
+    if later.cancel is not None:
+        doc["cancel"] = later.cancel
+    return pack(doc)
+
+
 def _soon_resumed(issued: Sequence[Any], seen: _Seen) -> bool:
     """Whether a guest that issued `issued` on input `seen` waits for an activity or a child
     workflow, whose results come back in seconds. A run waiting only for a timer, a signal or
@@ -153,6 +176,8 @@ class _Live:
         self.seen = seen
         self.issued: list[Any] = []
         """The commands of its last output: what it has issued so far."""
+        self.reads_delta = sandbox.reads_delta(request.digest)
+        """Its module reads delta answers: its next input need not repeat what it read."""
         self.used_at = time.monotonic()
         self.memory_bytes = 0
         self.fuel_spent = 0
@@ -264,7 +289,7 @@ class StickySandbox:
     """A `SandboxRunner` that keeps a live instance per running workflow (see the module
     docstring); everything else it runs on the wrapped in-process `Sandbox`.
 
-    Counters (`hits`, `misses`, `restarts`, `dropped`) say how often it could go on.
+    Counters (`hits`, `misses`, `restarts`, `dropped`, `deltas`) say how often it could go on.
     """
 
     def __init__(
@@ -299,6 +324,8 @@ class StickySandbox:
         """Stretches that faulted and were run again from the top."""
         self.dropped = 0
         """Live instances unwound (evicted, idle, too big, replaced, digest changed)."""
+        self.deltas = 0
+        """Activations handed to a live instance as a delta (only what history added)."""
 
     def activities(self, digest: str) -> frozenset[str]:
         return self._sandbox.activities(digest)
@@ -360,6 +387,10 @@ class StickySandbox:
     ) -> RawOutput:
         """Hand `stretch` (`request` within what is left of its budget) to the run's live
         instance; on a fault, the reference path decides."""
+        if live.reads_delta:
+            stretch = replace(stretch, input=_delta(live.seen, seen))
+            with self._guard:
+                self.deltas += 1
         try:
             raw, parked = live.resume(stretch, seen)
         except GuestFault:

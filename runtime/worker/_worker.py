@@ -46,6 +46,7 @@ from amber.runtime.model import (
     NonDeterminism,
     NotAuthorised,
     PayloadTooLarge,
+    Projections,
     RemoteError,
     SystemClock,
     ThenWorkflow,
@@ -156,6 +157,8 @@ class Worker:
         self._polling = threading.Lock()
         combine = self.settings.pool == "main" and detail is None
         self._copies = RunCopies(self.settings.run_copies if combine else 0)
+        self._projections = Projections() if combine else None
+        """The last projection of the runs it activates, extended by each next activation."""
         self._slot = threading.local()
         """Per slot: when the task it runs started (for giving up on a report), and how it
         ended (for the metrics)."""
@@ -470,7 +473,11 @@ class Worker:
         if task.upgrade_to:
             step, failed_upgrade = self._try_upgrade(task)
         if step is None:
-            step = activate_workflow(self._sandbox, self._activation(task, task.digest, task.name))
+            step = activate_workflow(
+                self._sandbox,
+                self._activation(task, task.digest, task.name),
+                projections=self._projections,
+            )
         self.metrics.activation("workflow", step.stats.duration_s, step.stats.fuel_used)
         self.metrics.replayed(len(task.events), continued=step.stats.continued)
         span.set_attribute("amber.step", step.first_new_cmd)
@@ -511,9 +518,16 @@ class Worker:
             events=task.events,
         ).extended(appended)
         if copy is None or done.status is not WorkflowStatus.SUSPENDED:
-            self._copies.drop(task.run_id)
+            self._forget(task.run_id)
         else:
             self._copies.put(copy)
+
+    def _forget(self, run_id: str) -> None:
+        """Drop what this worker keeps of a run to activate it again (it closed, or its copy
+        no longer follows the server's history)."""
+        self._copies.drop(run_id)
+        if self._projections is not None:
+            self._projections.drop(run_id)
 
     def _then_workflow(
         self, task: LeasedTask, outcome: ActivityOutcome
@@ -552,13 +566,13 @@ class Worker:
         }
         with self._tracer.start_as_current_span("amber.workflow", attributes=attributes) as span:
             try:
-                step = activate_workflow(self._sandbox, activation)
+                step = activate_workflow(self._sandbox, activation, projections=self._projections)
             except GuestFault as fault:  # its workflow task meets it again and reports it
                 span.set_attribute("amber.failure", fault.reason.value)
                 _log.info(
                     "run %s: next activation left to its workflow task: %s", task.run_id, fault
                 )
-                self._copies.drop(task.run_id)
+                self._forget(task.run_id)
                 return None
             self.metrics.activation("workflow", step.stats.duration_s, step.stats.fuel_used)
             self.metrics.replayed(len(activation.events), continued=step.stats.continued)
@@ -649,7 +663,7 @@ class Worker:
         if then is not None:
             copy = then[1].extended(reported.appended) if reported.combined else None
             if copy is None or then[0].done.status is not WorkflowStatus.SUSPENDED:
-                self._copies.drop(task.run_id)
+                self._forget(task.run_id)
             else:
                 self._copies.put(copy)
         with self._counting:  # an activation applied with the activity counts as one more

@@ -1501,6 +1501,7 @@ def test_the_manifest_lists_what_the_decorators_registered() -> None:
             "abi": 1,
             "workflows": ["Audit_2", "orders"],
             "activities": ["charge_payment", "reserve", "ship.v2-final"],
+            "await_next": ["delta"],  # a live instance reads only what history added
         }
         amber.declare(capabilities={"http": {"allow": ["127.0.0.1:8080", "*.example.com"]}})
         amber.declare(limits={"memory_mb": 64})

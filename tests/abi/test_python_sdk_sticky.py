@@ -217,7 +217,11 @@ class Stretch:
 class StickyHost(Host):
     """A host that keeps the instance while its script lasts: each `await_next` records the
     offered output in the history, delivers the script's next step and answers with the grown
-    history's envelope. With the script done, it answers None (it drops the instance)."""
+    history's envelope (or, with `deltas`, with only what the history added since the last
+    input). With the script done, it answers None (it drops the
+    instance)."""
+
+    deltas = False
 
     def __init__(self, history: History, script: Script) -> None:
         super().__init__()
@@ -236,10 +240,34 @@ class StickyHost(Host):
             return None
         self.stretches.append(Stretch(input=self.input, output=envelope, events=self.events))
         self.history.record(envelope)
+        read = len(unpack(self.input)["results"])
         self.history.deliver(self.script.pop(0))
         self.input = self.history.envelope()
         self.stretch, self.draws, self.events = self.stretch + 1, 0, []
+        if self.deltas:
+            return delta(unpack(self.input), read)
         return self.input
+
+
+def delta(doc: dict[str, Any], start: int) -> bytes:
+    """The delta answer standing for input envelope `doc` to a guest that read `start`
+    results."""
+    answer = {
+        "abi": 1,
+        "delta": True,
+        "from": start,
+        "more": doc["results"][start:],
+        "recorded": doc["recorded"],
+    }
+    if "cancel" in doc:
+        answer["cancel"] = doc["cancel"]
+    return pack(answer)
+
+
+@pytest.fixture(autouse=True, params=["whole", "delta"])
+def answers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every scenario twice: the host answers with whole envelopes, then with deltas."""
+    monkeypatch.setattr(StickyHost, "deltas", request.param == "delta")
 
 
 def drive(name: str, input: Any, script: Script) -> StickyHost:
@@ -643,6 +671,16 @@ def envelope(name: str, **changes: Any) -> bytes:
     return pack({k: v for k, v in doc.items() if v is not None})
 
 
+def delta_answer(
+    *, start: int = 0, more: list[Any] | None = None, recorded: int = 0, cancel: Any = None
+) -> bytes:
+    """A delta answer, as a host that keeps the instance may give it."""
+    doc = {"abi": 1, "delta": True, "from": start, "more": more or [], "recorded": recorded}
+    if cancel is not None:
+        doc["cancel"] = cancel
+    return pack(doc)
+
+
 A0 = [0, 1, 0, pack("a")]  # ts_catch_all's results
 B1 = [1, 2, 0, pack("b")]
 SAGA_BOOKED = [[0, 1, 0, pack("b1")]]
@@ -695,6 +733,36 @@ SAGA_BOOKED = [[0, 1, 0, pack("b1")]]
         ),
         ("ts_catch_all", [envelope("ts_catch_all", query="q")], ValueError, "a query's envelope"),
         ("ts_catch_all", [b"\xc1"], ValueError, "msgpack"),
+        ("ts_catch_all", [delta_answer(start=1, more=[A0])], ValueError, "a delta from 1"),
+        (
+            "ts_catch_all",
+            [delta_answer(more=[A0], recorded=1), delta_answer(start=1, more=[A0], recorded=2)],
+            ValueError,
+            "second result for command 0",
+        ),
+        (
+            "ts_catch_all",
+            [delta_answer(more=[A0], recorded=2), delta_answer(start=1, recorded=1)],
+            ValueError,
+            "'recorded' went from 2 to 1",
+        ),
+        (
+            "ts_saga",
+            [
+                delta_answer(more=SAGA_BOOKED, recorded=1),
+                delta_answer(start=1, recorded=2, cancel=[3, "x"]),
+                delta_answer(start=1, recorded=3),
+            ],
+            ValueError,
+            "the cancel request was",
+        ),
+        (
+            "ts_catch_all",
+            [delta_answer(more=[[5, 1, 0, pack("a")]], recorded=1)],
+            ValueError,
+            "beyond 1",
+        ),
+        ("ts_catch_all", [pack({"abi": 1, "delta": True, "more": []})], ValueError, "'from'"),
         ("ts_catch_all", [envelope("ts_catch_all").decode("latin-1")], TypeError, "returned str"),
     ],
     ids=[
@@ -708,6 +776,12 @@ SAGA_BOOKED = [[0, 1, 0, pack("b1")]]
         "query",
         "malformed",
         "not-bytes",
+        "delta-from-elsewhere",
+        "delta-repeats-a-result",
+        "delta-recorded-shrank",
+        "delta-cancel-vanished",
+        "delta-beyond-recorded",
+        "delta-without-from",
     ],
 )
 def test_an_answer_that_is_not_the_runs_grown_history_raises(
@@ -727,6 +801,15 @@ def test_a_sound_answer_goes_on_where_the_broken_ones_raise() -> None:
             envelope("ts_catch_all", results=[A0], recorded=1),
             envelope("ts_catch_all", results=[A0, B1], recorded=2),
         ]
+    )
+    out = unpack(amber.run_workflow("ts_catch_all", envelope("ts_catch_all"), host))
+    assert out["status"] == "completed" and unpack(out["result"]) == "b"
+    assert [len(unpack(o)["commands"]) for o in host.offered] == [1, 2]
+
+
+def test_deltas_go_on_like_whole_envelopes() -> None:
+    host = AnswersHost(
+        [delta_answer(more=[A0], recorded=1), delta_answer(start=1, more=[B1], recorded=2)]
     )
     out = unpack(amber.run_workflow("ts_catch_all", envelope("ts_catch_all"), host))
     assert out["status"] == "completed" and unpack(out["result"]) == "b"

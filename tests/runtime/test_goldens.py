@@ -39,6 +39,7 @@ from amber.history import (
     encode_payload,
 )
 from amber.runtime.client._client import decode
+from amber.runtime.model import Projections
 from amber.runtime.model._clock import ManualClock, from_ms, to_ms
 from amber.runtime.model._faults import NonDeterminism
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
@@ -343,6 +344,7 @@ def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_poi
         sandbox_engine.activation_lock,
         keep_long_waits=True,  # go on after timers, signals and approvals too: every kind of wait
     )
+    projections = Projections()  # as a worker keeps them: each cut extends the last one
     compared = 0
     with sticky:
         for name in RECORDED:
@@ -351,7 +353,7 @@ def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_poi
                 for end in range(1, len(history) + 1):
                     activation = _activation(workflow_type, history[:end], digest)
                     expected = activate_workflow(fresh, activation)
-                    got = activate_workflow(sticky, activation)
+                    got = activate_workflow(sticky, activation, projections=projections)
                     assert _comparable(got) == _comparable(expected), (
                         f"{name} up to event {history[end - 1].seq}"
                     )
@@ -360,3 +362,5 @@ def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_poi
     assert sticky.misses >= len(RECORDED)
     assert sticky.restarts == 0
     assert sticky.live_runs() == 0  # closed
+    assert projections.extended > compared // 2
+    assert sticky.deltas == 0  # C guests read whole envelopes

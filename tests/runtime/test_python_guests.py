@@ -288,6 +288,7 @@ def test_a_python_run_goes_on_in_its_live_instance_and_decides_what_a_replay_dec
                 _unrolled(fresh.result),
             )
         assert sticky.hits == 1 and sticky.misses == 1  # one instance served the whole run
+        assert sticky.deltas == 1  # handed only what history added: its SDK reads deltas
 
 
 def test_a_run_with_a_live_python_instance_waits_for_it_while_another_guest_runs(

@@ -4,6 +4,13 @@ The checks mirror the C SDK's (`amber__wf_begin`, `amber__act_begin`): a malform
 from the host is the host's bug, so it raises `ValueError` and the activation traps. Unknown
 keys are skipped. Output maps are written with their keys in the C SDK's order ("status",
 "commands", then "result" and/or "error").
+
+A *delta* is the answer a host may give to `await_next` of a module whose manifest says
+`"await_next": ["delta"]` (every module built with this SDK): only the results added since the
+input the guest read last (`"from"` is how many that one held), with the current `recorded` and
+cancel request. The guest then reads a few new items instead of the whole history again; it
+checks `"from"` against its own count, so a host that lost track fails loudly instead of
+skipping a result.
 """
 
 from __future__ import annotations
@@ -21,11 +28,13 @@ __all__ = [
     "ActivityInput",
     "CancelRequest",
     "Recorded",
+    "WorkflowDelta",
     "WorkflowInput",
     "WorkflowStatus",
     "activity_completed",
     "activity_failed",
     "parse_activity_input",
+    "parse_next_input",
     "parse_workflow_input",
     "workflow_output",
 ]
@@ -79,6 +88,18 @@ class WorkflowInput:
     cancel: CancelRequest | None
     query: str | None
     """The query this activation answers, if it only answers one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkflowDelta:
+    """An `await_next` answer that carries only what history added (see the module docstring)."""
+
+    start: int
+    """How many results the input the guest read last held (the answer's "from")."""
+    more: tuple[tuple[int, Recorded], ...]
+    """The results added since, by command index, in history's order."""
+    recorded: int | None
+    cancel: CancelRequest | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,27 +191,54 @@ def results_memo() -> _msgpack.ItemMemo:
 def parse_workflow_input(data: bytes, memo: _msgpack.ItemMemo | None = None) -> WorkflowInput:
     """Read a workflow activation's input envelope; with `memo` (`results_memo`), the results
     the last envelope read with it began with are taken from it."""
+    return _workflow_input(_envelope(data, _WORKFLOW_INPUT, memo or results_memo()))
+
+
+def parse_next_input(data: bytes, memo: _msgpack.ItemMemo) -> WorkflowInput | WorkflowDelta:
+    """Read `await_next`'s answer: the run's whole next input envelope, or a delta."""
+    doc = _envelope(data, _WORKFLOW_INPUT, memo)
+    if doc.get("delta") is not True:
+        return _workflow_input(doc)
+    what = "await_next delta"
+    start = _get(doc, "from", int, None, what)
+    more = _get(doc, "more", list, None, what)
+    if start is None or more is None or not 0 <= start <= _MAX_INDEX:
+        raise ValueError(f"{what}: 'from' (an index) and 'more' are required")
+    return WorkflowDelta(
+        start=start,
+        more=tuple(_result(item, what) for item in more),
+        recorded=_recorded(doc, None, what),
+        cancel=_cancel(doc["cancel"], what) if "cancel" in doc else None,
+    )
+
+
+def _workflow_input(doc: dict[str, Any]) -> WorkflowInput:
     what = _WORKFLOW_INPUT
-    doc = _envelope(data, what, memo or results_memo())
     if "input" not in doc or "results" not in doc:
         raise ValueError(f"{what}: 'input' and 'results' are required")
     results = _results(doc["results"], what)
-    recorded = _get(doc, "recorded", int, None, what)
-    if recorded is not None:
-        if not 0 <= recorded <= _MAX_INDEX:
-            raise ValueError(f"{what}: 'recorded' {recorded} out of range")
-        if any(cmd >= recorded for cmd in results):
-            raise ValueError(f"{what}: a result for a command beyond 'recorded' ({recorded})")
     cancel = _cancel(doc["cancel"], what) if "cancel" in doc else None
     return WorkflowInput(
         run_id=_get(doc, "run_id", str, "", what),
         workflow=_get(doc, "workflow", str, "", what),
         input=_get(doc, "input", bytes, b"", what),
         results=results,
-        recorded=recorded,
+        recorded=_recorded(doc, results, what),
         cancel=cancel,
         query=_get(doc, "query", str, None, what),
     )
+
+
+def _recorded(doc: dict[str, Any], results: Mapping[int, Recorded] | None, what: str) -> int | None:
+    """The envelope's `recorded` count (None when absent); with `results`, none beyond it."""
+    recorded: int | None = _get(doc, "recorded", int, None, what)
+    if recorded is None:
+        return None
+    if not 0 <= recorded <= _MAX_INDEX:
+        raise ValueError(f"{what}: 'recorded' {recorded} out of range")
+    if results is not None and any(cmd >= recorded for cmd in results):
+        raise ValueError(f"{what}: a result for a command beyond 'recorded' ({recorded})")
+    return recorded
 
 
 def parse_activity_input(data: bytes) -> ActivityInput:

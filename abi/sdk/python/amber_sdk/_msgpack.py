@@ -67,8 +67,18 @@ def encode(value: object) -> bytes:
 
 
 def _pack(value: object, out: bytearray, depth: int) -> None:
-    if type(value) is Packed:
-        out += value.data
+    # The common exact types first (each a single `type` comparison, where the chain below
+    # tries up to six `isinstance` calls); subclasses and the rest go down the chain.
+    kind = type(value)
+    if kind is str:
+        _pack_str(value, out)  # type: ignore[arg-type]
+    elif kind is int:
+        _pack_int(value, out)  # type: ignore[arg-type]
+    elif kind is Packed:
+        out += value.data  # type: ignore[attr-defined]
+    elif kind is bytes:
+        _pack_header(len(value), out, None, -1, 0xC4, 0xC5, 0xC6)  # type: ignore[arg-type]
+        out += value  # type: ignore[operator]
     elif value is None:
         out.append(0xC0)
     elif isinstance(value, bool):
@@ -79,12 +89,7 @@ def _pack(value: object, out: bytearray, depth: int) -> None:
         out.append(0xCB)
         out += struct.pack(">d", value)
     elif isinstance(value, str):
-        try:
-            data = value.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise ValueError(f"msgpack: a str that is not valid Unicode: {exc}") from None
-        _pack_header(len(data), out, 0xA0, 31, 0xD9, 0xDA, 0xDB)
-        out += data
+        _pack_str(value, out)
     elif isinstance(value, bytes | bytearray | memoryview):
         data = bytes(value)
         _pack_header(len(data), out, None, -1, 0xC4, 0xC5, 0xC6)
@@ -102,6 +107,19 @@ def _pack(value: object, out: bytearray, depth: int) -> None:
             _pack(item, out, depth + 1)
     else:
         raise TypeError(f"msgpack: cannot encode a value of type {type(value).__name__}")
+
+
+def _pack_str(value: str, out: bytearray) -> None:
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"msgpack: a str that is not valid Unicode: {exc}") from None
+    n = len(data)
+    if n <= 31:
+        out.append(0xA0 | n)
+    else:
+        _pack_header(n, out, None, -1, 0xD9, 0xDA, 0xDB)
+    out += data
 
 
 def _check_depth(depth: int) -> None:
@@ -226,10 +244,13 @@ class _Reader:
         return int.from_bytes(self.take(n), "big")
 
     def value(self, depth: int) -> Any:
-        if self.pos >= len(self.data):
-            raise ValueError(f"msgpack: truncated input: a value expected at offset {self.pos}")
-        byte = self.data[self.pos]
-        self.pos += 1
+        pos = self.pos
+        if pos >= len(self.data):
+            raise ValueError(f"msgpack: truncated input: a value expected at offset {pos}")
+        byte = self.data[pos]
+        self.pos = pos + 1
+        if byte < 0x80:  # a positive fixint: most counts, indices and small values
+            return byte
         return _DISPATCH[byte](self, byte, depth)
 
     def text(self, n: int) -> str:

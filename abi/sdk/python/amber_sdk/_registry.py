@@ -33,6 +33,8 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]{0,127}")
 """What workflow and activity names look like (the ABI's export names)."""
 
 ABI_VERSION = 1
+AWAIT_NEXT_DELTA = "delta"
+"""The manifest's `"await_next"` entry saying the module reads delta answers (`_envelopes`)."""
 
 
 def validate_name(name: object, what: str) -> str:
@@ -109,6 +111,7 @@ class Registry:
             "abi": ABI_VERSION,
             "workflows": sorted(self.workflows),
             "activities": sorted(self.activities),
+            "await_next": [AWAIT_NEXT_DELTA],  # this SDK reads delta answers (_envelopes)
         }
         if self.capabilities is not None:
             doc["capabilities"] = copy.deepcopy(self.capabilities)

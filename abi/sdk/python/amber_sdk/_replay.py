@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 
 from . import _commands, _envelopes, _msgpack
 from ._commands import Command, CommandKind
-from ._envelopes import CancelRequest, Recorded, WorkflowInput, WorkflowStatus
+from ._envelopes import CancelRequest, Recorded, WorkflowDelta, WorkflowInput, WorkflowStatus
 from ._errors import (
     CancelledError,
     NondeterminismError,
@@ -243,30 +243,23 @@ class Activation:
 
     def _next_input(self, data: object) -> WorkflowInput:
         """Read `await_next`'s answer, which must be this run's input with history only grown
-        (the checks `amber__wf_refresh` leaves to the host: a Python guest can afford them)."""
+        (the checks `amber__wf_refresh` leaves to the host: a Python guest can afford them), or
+        a delta from the input read last."""
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"host.await_next() returned {type(data).__name__}, not bytes")
-        request = _envelopes.parse_workflow_input(bytes(data), self._memo)
-        info = self.info
-        if (request.run_id, request.workflow, request.input) != (
-            info.run_id,
-            info.workflow_type,
-            self._input,
-        ):
-            raise ValueError(
-                f"await_next: the next input envelope is run {request.run_id!r} "
-                f"({request.workflow!r}), not this activation's run {info.run_id!r} "
-                f"({info.workflow_type!r}) with the same input"
-            )
-        if request.query is not None:
-            raise ValueError("await_next: a query's envelope cannot go to a waiting workflow")
-        for cmd, recorded in self._results.items():
-            later = request.results.get(cmd)
-            if later is not recorded and later != recorded:  # reused from the memo: the same
-                raise ValueError(
-                    f"await_next: the result of command {cmd} was {recorded}, now "
-                    f"{later}: history only grows"
-                )
+        answer = _envelopes.parse_next_input(bytes(data), self._memo)
+        if isinstance(answer, WorkflowDelta):
+            request = self._grown(answer)
+        else:
+            request = answer
+            self._check_same_run(request)
+            for cmd, recorded in self._results.items():
+                later = request.results.get(cmd)
+                if later is not recorded and later != recorded:  # reused from the memo: the same
+                    raise ValueError(
+                        f"await_next: the result of command {cmd} was {recorded}, now "
+                        f"{later}: history only grows"
+                    )
         if (
             self._has_recorded
             and request.recorded is not None
@@ -282,6 +275,48 @@ class Activation:
                 "history only grows"
             )
         return request
+
+    def _check_same_run(self, request: WorkflowInput) -> None:
+        info = self.info
+        if (request.run_id, request.workflow, request.input) != (
+            info.run_id,
+            info.workflow_type,
+            self._input,
+        ):
+            raise ValueError(
+                f"await_next: the next input envelope is run {request.run_id!r} "
+                f"({request.workflow!r}), not this activation's run {info.run_id!r} "
+                f"({info.workflow_type!r}) with the same input"
+            )
+        if request.query is not None:
+            raise ValueError("await_next: a query's envelope cannot go to a waiting workflow")
+
+    def _grown(self, delta: WorkflowDelta) -> WorkflowInput:
+        """The input a delta stands for: the results read so far and the new ones."""
+        if delta.start != len(self._results):
+            raise ValueError(
+                f"await_next: a delta from {delta.start} results, but this instance has read "
+                f"{len(self._results)}"
+            )
+        results = dict(self._results)
+        for cmd, recorded in delta.more:
+            if cmd in results:
+                raise ValueError(
+                    f"await_next: a delta brings a second result for command {cmd}: "
+                    "history only grows"
+                )
+            results[cmd] = recorded
+        if delta.recorded is not None and any(cmd >= delta.recorded for cmd, _ in delta.more):
+            raise ValueError(f"await_next: a result for a command beyond {delta.recorded}")
+        return WorkflowInput(
+            run_id=self.info.run_id,
+            workflow=self.info.workflow_type,
+            input=self._input,
+            results=results,
+            recorded=delta.recorded,
+            cancel=delta.cancel,
+            query=None,
+        )
 
     def _refresh(self, request: WorkflowInput) -> None:
         """Take the run's grown history (`amber__wf_refresh`): the code goes on from the await

@@ -1,0 +1,108 @@
+"""`Projections`: the last projection of each run a worker activated, so that the run's next
+activation projects only the events added since.
+
+Use one per worker (its slots share it) and pass it wherever the worker projects a run's
+history to activate it. A run's activations come with its whole history each time, and the
+worker's own copy of a run (the one it keeps to activate a workflow after the run's activity)
+grows by appending events to the events it already holds, so an entry is reused when the new
+history begins with the entry's events: the very same objects (a pointer comparison each), or
+where one is not, an event with the same seq, type and stored payload (the worker's own record
+of an activity's completion beside the server's copy of it), which is all a projection reads of
+an event. Anything else — another history of the run (a reset), fewer events, a new event that
+does not come after the old ones — projects from the top, so the answer is always
+`project(events)`'s.
+
+Bounds: `runs` runs (least recently used out first) and `max_events` events held across them;
+a history longer than a tenth of that is not kept.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from amber.history import Event
+
+from ._projection import Projection, extend_projection, project
+
+RUNS: Final = 256
+MAX_EVENTS: Final = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    events: Sequence[Event]
+    projection: Projection
+
+
+class Projections:
+    """A bounded, thread-safe memo of run id → (history, its projection); see the module
+    docstring."""
+
+    def __init__(self, *, runs: int = RUNS, max_events: int = MAX_EVENTS) -> None:
+        self._runs = runs
+        self._max_events = max_events
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._events = 0
+        self._lock = threading.Lock()
+        self.extended = 0
+        """Projections that went on from a run's last one."""
+        self.projected = 0
+        """Projections from the top."""
+
+    def project(self, run_id: str, events: Sequence[Event]) -> Projection:
+        """`project(events)`, going on from the run's last projection where `events` begins
+        with the same event objects."""
+        with self._lock:
+            entry = self._entries.pop(run_id, None)
+            if entry is not None:
+                self._events -= len(entry.events)
+        projection = None
+        if entry is not None and _begins(events, entry.events):
+            projection = extend_projection(entry.projection, events)
+        extended = projection is not None
+        if projection is None:
+            projection = project(events)
+        with self._lock:
+            self.extended += extended
+            self.projected += not extended
+            if len(events) <= self._max_events // 10:
+                self._keep(run_id, _Entry(events, projection))
+        return projection
+
+    def drop(self, run_id: str) -> None:
+        """Forget the run (it closed)."""
+        with self._lock:
+            entry = self._entries.pop(run_id, None)
+            if entry is not None:
+                self._events -= len(entry.events)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    def _keep(self, run_id: str, entry: _Entry) -> None:
+        self._entries[run_id] = entry
+        self._events += len(entry.events)
+        while self._entries and (
+            len(self._entries) > self._runs or self._events > self._max_events
+        ):
+            _, old = self._entries.popitem(last=False)
+            self._events -= len(old.events)
+
+
+def _begins(events: Sequence[Event], prefix: Sequence[Event]) -> bool:
+    """Whether `events` starts with `prefix`, as a projection reads events."""
+    n = len(prefix)
+    if not 0 < n <= len(events):
+        return False
+    head = events[:n]
+    return all(map(operator.is_, head, prefix)) or all(map(_same, head, prefix))
+
+
+def _same(a: Event, b: Event) -> bool:
+    return a is b or (a.seq == b.seq and a.type is b.type and a.raw == b.raw)
