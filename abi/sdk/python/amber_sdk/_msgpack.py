@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 __all__ = [
     "MAX_DEPTH",
@@ -71,14 +71,15 @@ def _pack(value: object, out: bytearray, depth: int) -> None:
     # tries up to six `isinstance` calls); subclasses and the rest go down the chain.
     kind = type(value)
     if kind is str:
-        _pack_str(value, out)  # type: ignore[arg-type]
+        _pack_str(cast(str, value), out)
     elif kind is int:
-        _pack_int(value, out)  # type: ignore[arg-type]
+        _pack_int(cast(int, value), out)
     elif kind is Packed:
-        out += value.data  # type: ignore[attr-defined]
+        out += cast(Packed, value).data
     elif kind is bytes:
-        _pack_header(len(value), out, None, -1, 0xC4, 0xC5, 0xC6)  # type: ignore[arg-type]
-        out += value  # type: ignore[operator]
+        data = cast(bytes, value)
+        _pack_header(len(data), out, None, -1, 0xC4, 0xC5, 0xC6)
+        out += data
     elif value is None:
         out.append(0xC0)
     elif isinstance(value, bool):
