@@ -82,6 +82,7 @@ from ._errors import (
     error_types,
     rebuild_error,
 )
+from ._known_commands import NOTHING_KNOWN, KnownCommands, decode_workflow_output_after
 from ._lazy import lazy_exports
 from ._manifest import (
     ABI_VERSION,
@@ -126,6 +127,7 @@ __all__ = [
     "MAX_TIMER_MS",
     "MEMORY_EXPORT",
     "NAME",
+    "NOTHING_KNOWN",
     "PARENT_CLOSE_POLICIES",
     "TEST_HOST_IMPORTS",
     "TEST_HOST_IMPORTS_ENV",
@@ -142,6 +144,7 @@ __all__ = [
     "Conflict",
     "ErrorInfo",
     "InvalidInput",
+    "KnownCommands",
     "MalformedEnvelope",
     "Manifest",
     "ManifestError",
@@ -167,6 +170,7 @@ __all__ = [
     "custom_sections",
     "decode_activity_output",
     "decode_workflow_output",
+    "decode_workflow_output_after",
     "encode_activity_input",
     "encode_command",
     "encode_workflow_input",

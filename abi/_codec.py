@@ -47,6 +47,19 @@ def unpack(raw: bytes, *, what: str = "payload", any_keys: bool = False) -> Any:
         raise NotMsgpack(what, detail[:200]) from None
 
 
+def unpacker(raw: bytes) -> msgpack.Unpacker:
+    """A streaming reader of `raw` with `unpack`'s options (string map keys), for reading a
+    document item by item (`tell` gives where each ends). It raises `ValueError` or
+    `UnpackError` (both in `UNPACK_ERRORS`) on what `unpack` refuses."""
+    reader = msgpack.Unpacker(raw=False, strict_map_key=True, max_buffer_size=max(len(raw), 1))
+    reader.feed(raw)
+    return reader
+
+
+UNPACK_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, msgpack.UnpackException)
+"""What an `unpacker` raises on input that is not msgpack (or ends early)."""
+
+
 def pack_with_bytes(head: dict[str, object], key: str, tail: bytes | bytearray) -> bytes:
     """The map `head` plus `key: tail`, with `tail` (a large body, say) copied once rather than
     through the packer's growing buffer."""

@@ -180,14 +180,26 @@ def _error(value: Any, *, with_retry_flag: bool) -> ErrorInfo:
 def decode_workflow_output(raw: bytes) -> WorkflowOutcome:
     """Decode and validate a workflow output envelope from a guest."""
     doc = _unpack(raw)
-    try:
-        status = WorkflowStatus(doc.get("status", ""))
-    except ValueError:
-        raise MalformedEnvelope(f"unknown workflow status {doc.get('status')!r}") from None
+    status = workflow_status(doc)
     commands_doc = doc.get("commands", [])
     if not isinstance(commands_doc, list):
         raise MalformedEnvelope("envelope field 'commands' must be a list")
     commands = tuple(parse_command(i, c) for i, c in enumerate(commands_doc))
+    return workflow_outcome(status, commands, doc)
+
+
+def workflow_status(doc: dict[str, Any]) -> WorkflowStatus:
+    """An output envelope's status (`MalformedEnvelope` if it names none)."""
+    try:
+        return WorkflowStatus(doc.get("status", ""))
+    except ValueError:
+        raise MalformedEnvelope(f"unknown workflow status {doc.get('status')!r}") from None
+
+
+def workflow_outcome(
+    status: WorkflowStatus, commands: tuple[Command, ...], doc: dict[str, Any]
+) -> WorkflowOutcome:
+    """The outcome of an output envelope `doc` whose status and commands are read already."""
     if status in (WorkflowStatus.COMPLETED, WorkflowStatus.CONTINUE_AS_NEW):
         return WorkflowOutcome(status=status, commands=commands, result=_bin(doc, "result"))
     if status is WorkflowStatus.FAILED:

@@ -61,10 +61,11 @@ from amber.history import (
     RunStarted,
 )
 from amber.runtime.client import decode
-from amber.runtime.model import Projections, SystemClock, idempotency_key, to_ms
+from amber.runtime.model import SystemClock, idempotency_key, to_ms
 from amber.runtime.replay import (
     ActivityAttempt,
     ActivityReport,
+    ReplayMemo,
     WorkflowActivation,
     WorkflowStep,
     activate_workflow,
@@ -504,7 +505,7 @@ def _stepwise_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
     clock = SystemClock()
     fresh = Sandbox(chain.engine, clock, _no_fetch)
     sticky = StickySandbox(Sandbox(chain.engine, clock, _no_fetch), chain.engine.activation_lock)
-    projections = {"fresh": Projections(), "sticky": Projections()}  # as a worker keeps them
+    memos = {"fresh": ReplayMemo(), "sticky": ReplayMemo()}  # as a worker keeps them
     timings: dict[str, list[int]] = {"fresh": [], "sticky": []}
     runs = max(1, repetitions // len(cuts))
     try:
@@ -515,7 +516,7 @@ def _stepwise_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
                 for n in cuts:
                     activation = replace(_chain_activation(chain, history[:n]), run_id=run_id)
                     began = time.perf_counter_ns()
-                    step = activate_workflow(runner, activation, projections=projections[name])
+                    step = activate_workflow(runner, activation, memo=memos[name])
                     ended = time.perf_counter_ns()
                     if n == len(events):
                         _check_replay(step, _START_VALUE + REPLAY_STEPS)

@@ -278,7 +278,8 @@ def work(args: argparse.Namespace) -> int:
         slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
         if not 0 <= slice_fuel <= args.fuel:
             raise InvalidInput("--slice-fuel must be between 0 and --fuel")
-        engine = SandboxEngine(artifacts)
+        # Room for every instance the keepers may hold, and the activations running beside.
+        engine = SandboxEngine(artifacts, instances=args.sticky + warm_runs + settings.slots + 8)
         runner = guest_runner(
             engine,
             SystemClock(),

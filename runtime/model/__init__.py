@@ -34,6 +34,7 @@ from ._errors import (
     RunClosed,
     RunFailed,
     RunStillOpen,
+    SandboxBusy,
 )
 from ._faults import (
     AbiViolation,
@@ -51,7 +52,6 @@ from ._faults import (
 )
 from ._ids import new_run_id
 from ._projection import Projection, RecordedCommand, extend_projection, project
-from ._projections import Projections
 from ._runs import (
     DEFAULT_TENANT,
     MAX_HISTORY_PAGE,
@@ -123,7 +123,6 @@ __all__ = [
     "PoisonPolicy",
     "PrincipalNotFound",
     "Projection",
-    "Projections",
     "QueryFailed",
     "QueryTimedOut",
     "QueueDepth",
@@ -137,6 +136,7 @@ __all__ = [
     "RunDescription",
     "RunFailed",
     "RunStillOpen",
+    "SandboxBusy",
     "ServerStatus",
     "SignalRequest",
     "StackOverflow",

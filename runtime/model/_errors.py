@@ -9,6 +9,11 @@ class PayloadTooLarge(InvalidInput):
     """A payload is over the server's limit; nothing was written."""
 
 
+class SandboxBusy(RetryableError):
+    """This process has no room for another guest instance now (its instance pool is full);
+    nothing ran, so the task is the guest's no more than before: try it again later."""
+
+
 class CorruptHistory(AmberError):
     """A stored history breaks an invariant the engine itself maintains (a bug, not a guest)."""
 

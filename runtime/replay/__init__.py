@@ -8,6 +8,7 @@ Rule: imports `sandbox` and `model` only; no database, no gRPC.
 from __future__ import annotations
 
 from ._activity import ActivityAttempt, ActivityReport, run_activity, run_activity_request
+from ._memo import ReplayMemo
 from ._replay import (
     QueryNotPublished,
     QueryResult,
@@ -22,6 +23,7 @@ __all__ = [
     "ActivityReport",
     "QueryNotPublished",
     "QueryResult",
+    "ReplayMemo",
     "WorkflowActivation",
     "WorkflowStep",
     "activate_workflow",

@@ -43,7 +43,6 @@ from amber.runtime.model import (
     MalformedOutput,
     NonDeterminism,
     Projection,
-    Projections,
     project,
 )
 from amber.runtime.sandbox import (
@@ -53,6 +52,8 @@ from amber.runtime.sandbox import (
     SandboxLimits,
     SandboxRunner,
 )
+
+from ._memo import ReplayMemo
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,9 +301,14 @@ def with_usage(fault: GuestFault, raw: RawOutput, *, step: int | None) -> GuestF
     return fault
 
 
-def _decode(raw: RawOutput, activation: WorkflowActivation) -> WorkflowOutcome:
+def _decode(
+    raw: RawOutput, activation: WorkflowActivation, memo: ReplayMemo | None = None
+) -> WorkflowOutcome:
     try:
-        outcome = decode_workflow_output(raw.envelope)
+        if memo is None:
+            outcome = decode_workflow_output(raw.envelope)
+        else:
+            outcome = memo.decode(activation.run_id, raw.envelope)
     except MalformedEnvelope as exc:
         raise MalformedOutput(
             str(exc),
@@ -322,11 +328,15 @@ def _decode(raw: RawOutput, activation: WorkflowActivation) -> WorkflowOutcome:
 
 
 def _checked(
-    sandbox: SandboxRunner, activation: WorkflowActivation, projection: Projection, raw: RawOutput
+    sandbox: SandboxRunner,
+    activation: WorkflowActivation,
+    projection: Projection,
+    raw: RawOutput,
+    memo: ReplayMemo | None,
 ) -> tuple[WorkflowOutcome, tuple[Command, ...]]:
     """The guest's outcome and new commands, checked against its history."""
     first_new = len(projection.commands)
-    outcome = _decode(raw, activation)
+    outcome = _decode(raw, activation, memo)
     check_determinism(activation, projection, outcome)
     new_commands = _host_values(outcome.commands[first_new:], raw, activation)
     _check_new_commands(sandbox, activation, projection, outcome, new_commands)
@@ -338,22 +348,22 @@ def activate_workflow(
     activation: WorkflowActivation,
     *,
     fresh: bool = False,
-    projections: Projections | None = None,
+    memo: ReplayMemo | None = None,
 ) -> WorkflowStep:
     """Replay the run through its module and return what to append. Raises `GuestFault`s.
 
     `fresh`: from the top in a new instance even where the run's live instance could go on
     (a version check: it must neither use nor leave a live instance of the run).
-    `projections`: the worker's memo of its runs' last projections, to project only the
-    events added since the run's last activation."""
-    if projections is None:
+    `memo`: the worker's `ReplayMemo`, to project only the events added since the run's
+    last activation and decode only the output's new commands."""
+    if memo is None:
         projection = project(activation.events)
     else:
-        projection = projections.project(activation.run_id, activation.events)
+        projection = memo.project(activation.run_id, activation.events)
     raw = _run(sandbox, activation, projection, None, fresh=fresh)
     first_new = len(projection.commands)
     try:  # the guest ran: whatever is refused now is recorded with what it used, and where
-        outcome, new_commands = _checked(sandbox, activation, projection, raw)
+        outcome, new_commands = _checked(sandbox, activation, projection, raw, memo)
     except GuestFault as fault:
         if not raw.continued:
             raise with_usage(fault, raw, step=first_new) from None
@@ -361,7 +371,7 @@ def activate_workflow(
         # from the top, whose fuel and memory a triage bundle reproduces.
         raw = _run(sandbox, activation, projection, None, fresh=True)
         try:
-            outcome, new_commands = _checked(sandbox, activation, projection, raw)
+            outcome, new_commands = _checked(sandbox, activation, projection, raw, memo)
         except GuestFault as again:
             raise with_usage(again, raw, step=first_new) from None
     waits = [c.name for c in new_commands if isinstance(c, AwaitSignal)]

@@ -117,7 +117,9 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     parent = _Parent(sys.stdin.buffer, frames_out)
-    engine = SandboxEngine(artifact_dir, max_modules=8)
+    # Its pool's tables count against the memory cap (RLIMIT_DATA): room for the kept
+    # instances and the one running, no more.
+    engine = SandboxEngine(artifact_dir, max_modules=8, instances=warm_runs + 2)
     # A reused child (a worker's) keeps its runs' Python activity instances, as the worker does.
     # Kept instances count against the memory cap: they may take half of it.
     warm = WarmActivities(warm_runs, max_bytes=memory_bytes // 2) if warm_runs > 0 else None

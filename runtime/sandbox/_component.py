@@ -54,6 +54,7 @@ from ._host import (
     take_random,
     write_log,
 )
+from ._pooling import pool_full
 from ._wasi import GuestIO, WasiStubs
 
 T = TypeVar("T")
@@ -114,6 +115,11 @@ class ComponentHost:
             return self.linker.instantiate(store, component)
         except _Carried as carried:
             raise carried.inner from None
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
+            busy = pool_full(exc)
+            if busy is not None:
+                raise busy from exc
+            raise
         finally:
             self.wasi.activate(None)
 

@@ -2,7 +2,9 @@
 
 Engine flags are fixed here (fuel and epoch interruption on, Cranelift tuned for speed) because
 precompiled artifacts are only valid for the flags they were compiled with; the flags string is
-part of every artifact's cache key.
+part of every artifact's cache key. Instances come from wasmtime's pooling allocator sized for
+the process (`_pooling`): a runtime choice, not a code generation one, so artifacts are the
+same with it or without.
 """
 
 from __future__ import annotations
@@ -22,17 +24,20 @@ from amber.versions import ArtifactCache, InvalidModule
 from ._component import ComponentHost
 from ._host import HostImports
 from ._http import HttpPolicy, http_policy
+from ._pooling import DEFAULT_INSTANCES, pooled_config
 
 EPOCH_TICK_S = 0.010
 ENGINE_FLAGS = "consume_fuel=1;epoch_interruption=1;opt=speed"
 
 
-def _new_engine() -> wasmtime.Engine:
+def _new_engine(instances: int) -> tuple[wasmtime.Engine, bool]:
+    """The engine, and whether its instances come from a pool (`_pooling`)."""
     config = wasmtime.Config()
     config.consume_fuel = True
     config.epoch_interruption = True
     config.cranelift_opt_level = "speed"
-    return wasmtime.Engine(config)
+    pooled = pooled_config(config, instances)
+    return wasmtime.Engine(config), pooled
 
 
 class _EpochTicker(threading.Thread):
@@ -96,8 +101,12 @@ class SandboxEngine:
     evicted beyond `max_modules`. Artifacts come from the on-disk cache.
     """
 
-    def __init__(self, artifact_dir: Path, *, max_modules: int = 64) -> None:
-        self.engine = _new_engine()
+    def __init__(
+        self, artifact_dir: Path, *, max_modules: int = 64, instances: int = DEFAULT_INSTANCES
+    ) -> None:
+        """`instances`: how many guest instances may be alive at once in this process (the
+        pool's size: keepers' instances and running activations; see `_pooling`)."""
+        self.engine, self.pooled = _new_engine(instances)
         self.artifact_dir = artifact_dir
         """Where compiled artifacts are cached (other processes may share it)."""
         self.host = HostImports()

@@ -46,7 +46,6 @@ from amber.runtime.model import (
     NonDeterminism,
     NotAuthorised,
     PayloadTooLarge,
-    Projections,
     RemoteError,
     SystemClock,
     ThenWorkflow,
@@ -55,6 +54,7 @@ from amber.runtime.model import (
 )
 from amber.runtime.replay import (
     ActivityAttempt,
+    ReplayMemo,
     WorkflowActivation,
     WorkflowStep,
     activate_workflow,
@@ -157,8 +157,8 @@ class Worker:
         self._polling = threading.Lock()
         combine = self.settings.pool == "main" and detail is None
         self._copies = RunCopies(self.settings.run_copies if combine else 0)
-        self._projections = Projections() if combine else None
-        """The last projection of the runs it activates, extended by each next activation."""
+        self._memo = ReplayMemo() if combine else None
+        """What it keeps of its runs' last activations, for the next to do only what is new."""
         self._slot = threading.local()
         """Per slot: when the task it runs started (for giving up on a report), and how it
         ended (for the metrics)."""
@@ -476,7 +476,7 @@ class Worker:
             step = activate_workflow(
                 self._sandbox,
                 self._activation(task, task.digest, task.name),
-                projections=self._projections,
+                memo=self._memo,
             )
         self.metrics.activation("workflow", step.stats.duration_s, step.stats.fuel_used)
         self.metrics.replayed(len(task.events), continued=step.stats.continued)
@@ -526,8 +526,8 @@ class Worker:
         """Drop what this worker keeps of a run to activate it again (it closed, or its copy
         no longer follows the server's history)."""
         self._copies.drop(run_id)
-        if self._projections is not None:
-            self._projections.drop(run_id)
+        if self._memo is not None:
+            self._memo.drop(run_id)
 
     def _then_workflow(
         self, task: LeasedTask, outcome: ActivityOutcome
@@ -566,7 +566,7 @@ class Worker:
         }
         with self._tracer.start_as_current_span("amber.workflow", attributes=attributes) as span:
             try:
-                step = activate_workflow(self._sandbox, activation, projections=self._projections)
+                step = activate_workflow(self._sandbox, activation, memo=self._memo)
             except GuestFault as fault:  # its workflow task meets it again and reports it
                 span.set_attribute("amber.failure", fault.reason.value)
                 _log.info(

@@ -39,9 +39,9 @@ from amber.history import (
     encode_payload,
 )
 from amber.runtime.client._client import decode
-from amber.runtime.model import Projections
 from amber.runtime.model._clock import ManualClock, from_ms, to_ms
 from amber.runtime.model._faults import NonDeterminism
+from amber.runtime.replay import ReplayMemo
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
 from amber.runtime.sandbox import SandboxEngine, StickySandbox
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
@@ -344,7 +344,7 @@ def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_poi
         sandbox_engine.activation_lock,
         keep_long_waits=True,  # go on after timers, signals and approvals too: every kind of wait
     )
-    projections = Projections()  # as a worker keeps them: each cut extends the last one
+    memo = ReplayMemo()  # as a worker keeps it: each cut extends the last one
     compared = 0
     with sticky:
         for name in RECORDED:
@@ -353,7 +353,7 @@ def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_poi
                 for end in range(1, len(history) + 1):
                     activation = _activation(workflow_type, history[:end], digest)
                     expected = activate_workflow(fresh, activation)
-                    got = activate_workflow(sticky, activation, projections=projections)
+                    got = activate_workflow(sticky, activation, memo=memo)
                     assert _comparable(got) == _comparable(expected), (
                         f"{name} up to event {history[end - 1].seq}"
                     )
@@ -362,5 +362,5 @@ def test_a_live_instance_decides_what_a_replay_from_the_top_decides_at_every_poi
     assert sticky.misses >= len(RECORDED)
     assert sticky.restarts == 0
     assert sticky.live_runs() == 0  # closed
-    assert projections.extended > compared // 2
+    assert memo.extended > compared // 2 and memo.commands_reused > compared
     assert sticky.deltas == 0  # C guests read whole envelopes

@@ -3,7 +3,7 @@
 `extend_projection` is what lets a worker project only the events an activation adds; it must
 agree with `project` on every history, which the goldens (every event type, signals buffered
 and awaited, cancellations, cancelled timers, migrations and resets) check at every cut and in
-steps of every size. `Projections`, the worker's memo, must give `project`'s answer whatever
+steps of every size. `ReplayMemo`, the worker's memo, must give `project`'s answer whatever
 history it is handed.
 """
 
@@ -15,7 +15,8 @@ from datetime import UTC, datetime
 import pytest
 
 from amber.history import ActivityCompleted, ActivityScheduled, Event, TimerFired
-from amber.runtime.model import CorruptHistory, Projection, Projections, extend_projection, project
+from amber.runtime.model import CorruptHistory, Projection, extend_projection, project
+from amber.runtime.replay import ReplayMemo
 
 from .test_goldens import NAMES, load_golden
 
@@ -78,7 +79,7 @@ def test_what_cannot_be_shown_cheaply_is_left_to_project() -> None:
 
 def test_the_memo_answers_as_project_does_whatever_it_is_handed() -> None:
     events = load_golden(NAMES[0])
-    memo = Projections()
+    memo = ReplayMemo()
     for end in range(1, len(events) + 1):  # a run's history, one activation per event
         assert memo.project("r", events[:end]) == project(events[:end])
     assert memo.extended == len(events) - 1 and memo.projected == 1
@@ -98,7 +99,7 @@ def test_the_memo_answers_as_project_does_whatever_it_is_handed() -> None:
 
 
 def test_the_memo_keeps_its_bounds() -> None:
-    memo = Projections(runs=2, max_events=100)
+    memo = ReplayMemo(runs=2, max_events=100)
     events = (_scheduled(1, 0),)
     for run in ("a", "b", "c"):
         memo.project(run, events)

@@ -1,19 +1,26 @@
-"""`Projections`: the last projection of each run a worker activated, so that the run's next
-activation projects only the events added since.
+"""`ReplayMemo`: what a worker keeps of each run's last workflow activation, so that the run's
+next activation does only the new part: project the events added since, and decode the output's
+new commands.
 
-Use one per worker (its slots share it) and pass it wherever the worker projects a run's
-history to activate it. A run's activations come with its whole history each time, and the
-worker's own copy of a run (the one it keeps to activate a workflow after the run's activity)
-grows by appending events to the events it already holds, so an entry is reused when the new
+Use one per worker (its slots share it) and pass it to `activate_workflow`. Both halves give
+exactly what doing the whole again gives; each is a cache, never a source of truth.
+
+Projections: a run's activations come with its whole history each time, and the worker's own
+copy of a run (the one it keeps to activate a workflow after the run's activity) grows by
+appending events to the events it already holds, so an entry is reused when the new
 history begins with the entry's events: the very same objects (a pointer comparison each), or
 where one is not, an event with the same seq, type and stored payload (the worker's own record
 of an activity's completion beside the server's copy of it), which is all a projection reads of
 an event. Anything else — another history of the run (a reset), fewer events, a new event that
 does not come after the old ones — projects from the top, so the answer is always
-`project(events)`'s.
+`project(events)`'s (`extend_projection`).
+
+Outputs: every output lists each command since the run's start; the commands the run's last
+output held are taken over where this one begins with their bytes (`KnownCommands`).
 
 Bounds: `runs` runs (least recently used out first) and `max_events` events held across them;
-a history longer than a tenth of that is not kept.
+a history longer than a tenth of that is not kept, nor an output's commands past
+`MAX_KNOWN_BYTES`.
 """
 
 from __future__ import annotations
@@ -25,23 +32,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from amber.abi import NOTHING_KNOWN, KnownCommands, WorkflowOutcome, decode_workflow_output_after
 from amber.history import Event
-
-from ._projection import Projection, extend_projection, project
+from amber.runtime.model import Projection, extend_projection, project
 
 RUNS: Final = 256
 MAX_EVENTS: Final = 200_000
+MAX_KNOWN_BYTES: Final = 64 * 1024
+"""A run's last output commands are kept only up to this many bytes."""
 
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
     events: Sequence[Event]
     projection: Projection
+    known: KnownCommands = NOTHING_KNOWN
 
 
-class Projections:
-    """A bounded, thread-safe memo of run id → (history, its projection); see the module
-    docstring."""
+class ReplayMemo:
+    """A bounded, thread-safe memo of run id → (history, its projection, the last output's
+    commands); see the module docstring."""
 
     def __init__(self, *, runs: int = RUNS, max_events: int = MAX_EVENTS) -> None:
         self._runs = runs
@@ -53,6 +63,8 @@ class Projections:
         """Projections that went on from a run's last one."""
         self.projected = 0
         """Projections from the top."""
+        self.commands_reused = 0
+        """Commands of outputs taken over from the run's last output, not parsed again."""
 
     def project(self, run_id: str, events: Sequence[Event]) -> Projection:
         """`project(events)`, going on from the run's last projection where `events` begins
@@ -67,12 +79,29 @@ class Projections:
         extended = projection is not None
         if projection is None:
             projection = project(events)
+        known = entry.known if entry is not None else NOTHING_KNOWN
         with self._lock:
             self.extended += extended
             self.projected += not extended
             if len(events) <= self._max_events // 10:
-                self._keep(run_id, _Entry(events, projection))
+                self._keep(run_id, _Entry(events, projection, known))
         return projection
+
+    def decode(self, run_id: str, raw: bytes) -> WorkflowOutcome:
+        """`decode_workflow_output(raw)` for the run's output, taking over the commands its last
+        output began with."""
+        with self._lock:
+            entry = self._entries.get(run_id)
+        known = entry.known if entry is not None else NOTHING_KNOWN
+        outcome, now_known = decode_workflow_output_after(raw, known)
+        with self._lock:
+            if known.commands and now_known.commands[: len(known.commands)] == known.commands:
+                self.commands_reused += len(known.commands)
+            entry = self._entries.get(run_id)
+            if entry is not None:
+                kept = now_known if len(now_known.raw) <= MAX_KNOWN_BYTES else NOTHING_KNOWN
+                self._entries[run_id] = _Entry(entry.events, entry.projection, kept)
+        return outcome
 
     def drop(self, run_id: str) -> None:
         """Forget the run (it closed)."""
