@@ -38,6 +38,7 @@ from amber.runtime.model import (
     StackOverflow,
 )
 
+from . import _fasthost as _fasthost  # host functions' types read once
 from . import _fastlist as _fastlist  # bytes into components in one copy
 from ._host import (
     MAX_LOG_BYTES,

@@ -217,6 +217,14 @@ def test_bytes_reach_components_in_one_copy_on_the_pinned_wasmtime() -> None:
     assert _fastlist.FAST  # else every fresh Python activation pays ~5 ms converting bytes
 
 
+def test_host_functions_keep_their_types_on_the_pinned_wasmtime() -> None:
+    from amber.runtime.sandbox import _fasthost
+
+    # Else every host call a component makes reads its type again; every component test in
+    # the suite goes through the replacement trampoline.
+    assert _fasthost.FAST
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AMBER_", "PG"))}
     return subprocess.run(
