@@ -278,8 +278,10 @@ def work(args: argparse.Namespace) -> int:
         slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
         if not 0 <= slice_fuel <= args.fuel:
             raise InvalidInput("--slice-fuel must be between 0 and --fuel")
-        # Room for every instance the keepers may hold, and the activations running beside.
-        engine = SandboxEngine(artifacts, instances=args.sticky + warm_runs + settings.slots + 8)
+        # Room for every instance the keepers may hold, those they dropped still unwinding on
+        # their threads, and the activations running beside.
+        instances = 2 * args.sticky + warm_runs + settings.slots + 16
+        engine = SandboxEngine(artifacts, instances=instances)
         runner = guest_runner(
             engine,
             SystemClock(),

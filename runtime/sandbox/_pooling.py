@@ -55,7 +55,9 @@ Python activation measured 1.7 ms against 1.4."""
 TABLE_KEEP: Final = 1024 * 1024
 """Bytes of a freed table slot kept resident (a whole table of `TABLE_ELEMENTS`)."""
 MAX_POOLED_INSTANCES: Final = 1024
-DEFAULT_INSTANCES: Final = 128
+DEFAULT_INSTANCES: Final = 176
+"""Room for a worker's default keepers: twice 64 live workflow instances (those dropped may
+still be unwinding), 16 kept activity instances, and the activations running beside."""
 POOL_FULL: Final = "maximum concurrent limit of"
 """What wasmtime says when an instantiation finds the pool full."""
 

@@ -46,6 +46,7 @@ from amber.runtime.model import (
     MemoryLimitExceeded,
     ModuleUnavailable,
     OutOfFuel,
+    SandboxBusy,
     StackOverflow,
 )
 
@@ -154,15 +155,29 @@ class _Usage:
     store: wasmtime.Store
     fuel: int
     memory: wasmtime.Memory | None = None
+    released: tuple[int, int] | None = None
+    """Fuel used and memory held when the store was released (`release`)."""
 
     def fuel_used(self) -> int:
+        if self.released is not None:
+            return self.released[0]
         try:
             return self.fuel - self.store.get_fuel()
         except wasmtime.WasmtimeError:
             return self.fuel
 
     def memory_bytes(self) -> int:
+        if self.released is not None:
+            return self.released[1]
         return 0 if self.memory is None else self.memory.data_len(self.store)
+
+    def release(self) -> None:
+        """Free the store now, keeping what it used for the record: its slot in the engine's
+        instance pool must not wait for the last reference to it (a fault's traceback, a
+        reference cycle) to go."""
+        if self.released is None:
+            self.released = (self.fuel_used(), self.memory_bytes())
+            self.store.close()
 
     def at_memory_limit(self, limit: int) -> bool:
         """Whether memory was (nearly) full when the guest trapped.
@@ -314,11 +329,19 @@ class Sandbox:
         return self._load(digest).http
 
     def run(self, request: ActivationRequest) -> RawOutput:
-        """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong."""
+        """Run one activation. Raises a `GuestFault` subclass for anything the guest did wrong,
+        `SandboxBusy` when the process has no room for its instance even after dropping the
+        kept activity instances."""
         with self._engine.activation_lock:
             if self.warm is not None:
                 self.warm.sweep()
-            return self._run(request)
+            try:
+                return self._run(request)
+            except SandboxBusy:
+                if self.warm is None or not len(self.warm):
+                    raise
+                self.warm.clear()  # their slots are the ones this process can give back now
+                return self._run(request)
 
     def _load(self, digest: str) -> LoadedModule:
         try:
@@ -380,6 +403,7 @@ class Sandbox:
             raise self._published(self._classify_error(exc, request, usage), state) from None
         finally:
             host.activate(None)
+            usage.release()  # the instance is done with (a live one: its workflow ended)
         if live is not None:
             return slice_.output(envelope, suspended=suspended)
         return _output(envelope, suspended, state, usage, started)
@@ -454,11 +478,15 @@ class Sandbox:
             found = classify(exc, bytes(io.stderr))
             failed = self._contextual(found.kind, found.detail, request, usage)
             failed.trap_code = found.trap_code
+        except BaseException:
+            usage.release()  # an interrupted or evicted instance is done with
+            raise
         else:
             failed = None
         finally:
             host.activate(None)
         if failed is not None:
+            usage.release()  # a faulted instance is never kept
             left = limits.deadline_s - (time.monotonic() - started)
             settled_above = request.sliced and isinstance(failed, OutOfFuel)
             if kept is not None and left > 0 and not settled_above:
@@ -466,12 +494,16 @@ class Sandbox:
                 again = replace(request, limits=replace(limits, deadline_s=left))
                 return self._run_component(component, again, keep=False)
             raise self._published(failed, state) from None
-        if warm is not None and key is not None:
-            warm.give(key, kept or WarmInstance(store=store, instance=instance))
         suspended = request.kind is ActivationKind.WORKFLOW and _status(envelope) == "suspended"
         if live is not None:
-            return slice_.output(envelope, suspended=suspended)
-        return _output(envelope, suspended, state, usage, started)
+            output = slice_.output(envelope, suspended=suspended)
+        else:
+            output = _output(envelope, suspended, state, usage, started)
+        if warm is not None and key is not None:
+            warm.give(key, kept or WarmInstance(store=store, instance=instance))
+        else:
+            usage.release()
+        return output
 
     def _warm_key(self, request: ActivationRequest) -> WarmKey | None:
         """Where an activity of a Python module without the HTTP capability is kept (None:

@@ -54,7 +54,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from amber.abi import ABI_VERSION, NotMsgpack, pack, unpack
-from amber.runtime.model import GuestFault
+from amber.runtime.model import GuestFault, SandboxBusy
 
 from ._host import ActivationKind
 from ._http import HttpPolicy
@@ -378,9 +378,23 @@ class StickySandbox:
         with self._guard:
             self.misses += 1
         live = _Live(self._sandbox, self._lock, request, seen)
-        raw, parked = live.first()  # a fault here is the reference path's own
+        try:
+            raw, parked = live.first()  # a fault here is the reference path's own
+        except SandboxBusy:
+            # The process's instance pool is full: give back the older half of the live
+            # instances (they unwind on their own threads) and run this one from the top.
+            self._shed()
+            return self._sandbox.run(request)
         self._keep(live, parked, raw)
         return raw
+
+    def _shed(self) -> None:
+        """Drop the least recently used half of the live instances."""
+        with self._guard:
+            count = (len(self._live) + 1) // 2
+            oldest = [self._live.popitem(last=False)[1] for _ in range(count)]
+        for one in oldest:
+            self._drop(one)
 
     def _go_on(
         self, live: _Live, stretch: ActivationRequest, request: ActivationRequest, seen: _Seen

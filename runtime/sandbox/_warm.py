@@ -106,26 +106,31 @@ class WarmActivities:
         share, and the least recently used ones go beyond `runs`)."""
         kept.uses += 1
         if self._runs <= 0 or kept.uses >= self._max_uses:
+            kept.store.close()
             return
         kept.kept_at = time.monotonic()
+        dropped: list[WarmInstance] = []
         with self._lock:
             self._kept[key] = kept
             while len(self._kept) > self._runs or (
                 self._max_bytes is not None
                 and sum(k.memory_bytes for k in self._kept) > self._max_bytes
             ):
-                self._kept.popitem(last=False)
+                dropped.append(self._kept.popitem(last=False)[1])
+        _release(dropped)
 
     def sweep(self) -> None:
         """Drop the instances idle for longer than `idle_s` (oldest first, so it stops at the
         first one still fresh)."""
         now = time.monotonic()
+        dropped: list[WarmInstance] = []
         with self._lock:
             while self._kept:
                 oldest = next(iter(self._kept.values()))
                 if now - oldest.kept_at <= self._idle_s:
                     break
-                self._kept.popitem(last=False)
+                dropped.append(self._kept.popitem(last=False)[1])
+        _release(dropped)
 
     def __len__(self) -> int:
         with self._lock:
@@ -134,4 +139,12 @@ class WarmActivities:
     def clear(self) -> None:
         """Drop every kept instance."""
         with self._lock:
-            self._kept.clear()
+            dropped, self._kept = list(self._kept.values()), OrderedDict()
+        _release(dropped)
+
+
+def _release(dropped: list[WarmInstance]) -> None:
+    """Free dropped instances' stores now (their slots in the engine's pool with them), not
+    whenever the last reference to them goes."""
+    for one in dropped:
+        one.store.close()

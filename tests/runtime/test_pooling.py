@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -76,24 +75,28 @@ def test_the_store_s_memory_limit_still_decides_in_a_pooled_slot(
     assert _served(sandbox, guest, "run-a")["calls"] == 1  # the slot after it is clean
 
 
-def test_a_full_pool_is_a_retryable_host_condition_not_the_guest_s_fault(
-    tmp_path: Path, guest: bytes
+def test_a_full_pool_gives_back_kept_instances_then_is_a_retryable_host_condition(
+    guest: bytes,
 ) -> None:
     engine = SandboxEngine(ARTIFACTS, instances=1)
     try:
         assert engine.pooled
         warm = WarmActivities()
-        sandbox = Sandbox(engine, SystemClock(), lambda _digest: guest, warm=warm)
-        assert _served(sandbox, guest, "run-a")["calls"] == 1
+        keeper = Sandbox(engine, SystemClock(), lambda _digest: guest, warm=warm)
+        assert _served(keeper, guest, "run-a")["calls"] == 1
         assert len(warm) == 1  # its instance is kept: the only slot is taken
+        # Another sandbox of the process cannot take the slot back: the host is busy.
+        other = Sandbox(engine, SystemClock(), lambda _digest: guest)
         with pytest.raises(SandboxBusy) as busy:
-            _served(sandbox, guest, "run-b")
+            _served(other, guest, "run-b")
         assert isinstance(busy.value, RetryableError)
         assert not isinstance(busy.value, GuestFault)
         assert "no room for another guest instance" in str(busy.value)
-        assert _served(sandbox, guest, "run-a")["calls"] == 2  # the kept one goes on
-        warm.clear()
-        assert _served(sandbox, guest, "run-b")["calls"] == 1  # room again
+        assert _served(keeper, guest, "run-a")["calls"] == 2  # the kept one goes on
+        # The keeper's own sandbox gives its kept instances back and runs.
+        assert _served(keeper, guest, "run-b")["calls"] == 1
+        assert len(warm) == 1  # run-b's now; run-a's was given back
+        assert _served(keeper, guest, "run-a")["calls"] == 1
     finally:
         engine.close()
 

@@ -168,14 +168,28 @@ def test_at_most_runs_instances_are_kept_least_recently_used_first(
     assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-c")))["calls"] == 2
 
 
+class _Store:
+    """A store stand-in that records being released."""
+
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
 def test_kept_instances_fit_in_a_memory_budget_by_their_stores_limits() -> None:
     warm = WarmActivities(runs=16, max_bytes=3 * LIMITS.memory_bytes)
-    for run in ("a", "b", "c", "d"):
+    stores = {run: _Store() for run in ("a", "b", "c", "d")}
+    for run, store in stores.items():
         key = WarmKey(run_id=run, digest="d", memory_bytes=LIMITS.memory_bytes, table_elements=1)
-        warm.give(key, WarmInstance(store=object(), instance=object()))  # type: ignore[arg-type]
+        warm.give(key, WarmInstance(store=store, instance=object()))  # type: ignore[arg-type]
     assert len(warm) == 3
     gone = WarmKey(run_id="a", digest="d", memory_bytes=LIMITS.memory_bytes, table_elements=1)
     assert warm.take(gone) is None  # the least recently kept went first
+    # and its store was released at once (its pool slot with it), the others not
+    assert [s.closed for s in stores.values()] == [True, False, False, False]
+    warm.clear()
+    assert all(s.closed for s in stores.values())
 
 
 def test_workflows_and_modules_that_may_send_http_requests_are_never_kept(
@@ -213,7 +227,7 @@ def test_workflows_and_modules_that_may_send_http_requests_are_never_kept(
 def test_the_keeper_gives_an_instance_to_one_caller_at_a_time() -> None:
     warm = WarmActivities()
     key = WarmKey(run_id="r", digest="d", memory_bytes=1, table_elements=1)
-    kept = WarmInstance(store=object(), instance=object())  # type: ignore[arg-type]
+    kept = WarmInstance(store=_Store(), instance=object())  # type: ignore[arg-type]
     warm.give(key, kept)
     assert warm.take(key) is kept
     assert warm.take(key) is None  # out of the keeper while in use
