@@ -182,7 +182,7 @@ class _Live:
         self.memory_bytes = 0
         self.fuel_spent = 0
         """Fuel of every stretch so far: at least what a replay from the top to here costs
-        (each stretch reads its whole input again), so a stretch gets only what is left of the
+        (docs/execution.md, *Budget*), so a stretch gets only what is left of the
         activation's budget, and never succeeds where that replay would run out."""
         self.seconds_spent = 0.0
         """Guest time of every stretch so far, likewise against the deadline."""
@@ -237,15 +237,20 @@ class _Live:
         self.seconds_spent += answer.duration_s
         return answer, parked
 
-    def left_of(self, request: ActivationRequest) -> ActivationRequest | None:
-        """`request` with the budget its stretch may still use (None: nothing left, so a
-        replay from the top must decide)."""
+    def left_of(self, request: ActivationRequest, later: _Seen) -> ActivationRequest | None:
+        """`request` for its stretch: the budget it may still use, and the input this
+        instance reads (a delta from what it saw to `later`, the request's input, where its
+        module reads deltas; `continued_by` must have accepted `later`); None: nothing left,
+        so a replay from the top must decide."""
         limits = request.limits
         fuel = limits.fuel - self.fuel_spent
         seconds = limits.deadline_s - self.seconds_spent
         if fuel <= 0 or seconds <= 0:
             return None
-        return replace(request, limits=replace(limits, fuel=fuel, deadline_s=seconds))
+        budget = replace(limits, fuel=fuel, deadline_s=seconds)
+        if not self.reads_delta:
+            return replace(request, limits=budget)
+        return replace(request, limits=budget, input=_delta(self.seen, later))
 
     def _main(self, request: ActivationRequest) -> None:
         try:
@@ -367,13 +372,10 @@ class StickySandbox:
                 self._drop(live)
             return self._sandbox.run(request)
         if live is not None:
-            stretch = live.left_of(request)
-            if (
-                stretch is not None
-                and live.digest == request.digest
-                and live.seen.continued_by(seen, live.issued)
-            ):
-                return self._go_on(live, stretch, request, seen)
+            if live.digest == request.digest and live.seen.continued_by(seen, live.issued):
+                stretch = live.left_of(request, seen)
+                if stretch is not None:
+                    return self._go_on(live, stretch, request, seen)
             self._drop(live)
         with self._guard:
             self.misses += 1
@@ -402,7 +404,6 @@ class StickySandbox:
         """Hand `stretch` (`request` within what is left of its budget) to the run's live
         instance; on a fault, the reference path decides."""
         if live.reads_delta:
-            stretch = replace(stretch, input=_delta(live.seen, seen))
             with self._guard:
                 self.deltas += 1
         try:

@@ -34,7 +34,7 @@ remembers the first unwind, so code that swallows it and goes on changes nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -234,22 +234,26 @@ class Activation:
             self._end(_Suspend(output))
         try:
             following = self.host.await_next(output)
-            request = None if following is None else self._next_input(following)
+            read = None if following is None else self._next_input(following)
         except Exception as exc:
             self._end(_HostError(exc))
-        if request is None:
+        if read is None:
             self._end(_Suspend(output))
-        self._refresh(request)
+        self._refresh(*read)
 
-    def _next_input(self, data: object) -> WorkflowInput:
+    def _next_input(
+        self, data: object
+    ) -> tuple[WorkflowInput, Sequence[tuple[int, Recorded]] | None]:
         """Read `await_next`'s answer, which must be this run's input with history only grown
         (the checks `amber__wf_refresh` leaves to the host: a Python guest can afford them), or
-        a delta from the input read last."""
+        a delta from the input read last; with the results a delta added (None: a whole
+        envelope)."""
         if not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"host.await_next() returned {type(data).__name__}, not bytes")
         answer = _envelopes.parse_next_input(bytes(data), self._memo)
+        added: Sequence[tuple[int, Recorded]] | None = None
         if isinstance(answer, WorkflowDelta):
-            request = self._grown(answer)
+            request, added = self._grown(answer), answer.more
         else:
             request = answer
             self._check_same_run(request)
@@ -274,7 +278,7 @@ class Activation:
                 f"await_next: the cancel request was {self._cancel}, now {request.cancel}: "
                 "history only grows"
             )
-        return request
+        return request, added
 
     def _check_same_run(self, request: WorkflowInput) -> None:
         info = self.info
@@ -318,16 +322,24 @@ class Activation:
             query=None,
         )
 
-    def _refresh(self, request: WorkflowInput) -> None:
+    def _refresh(
+        self, request: WorkflowInput, added: Sequence[tuple[int, Recorded]] | None = None
+    ) -> None:
         """Take the run's grown history (`amber__wf_refresh`): the code goes on from the await
-        exactly as a replay from the top of that history reaches it."""
+        exactly as a replay from the top of that history reaches it. `added`: the results a
+        delta brought (the newest entry, if new, is among them or is the cancel request)."""
         newest = self._newest_seq
         self._results = request.results
         self._has_recorded = request.recorded is not None
         self._recorded = request.recorded or 0
         if self._cancel is None:  # recorded once, never changes
             self._cancel = request.cancel
-        self._newest_seq = _newest_seq(self._results, self._cancel)
+        if added is None:
+            self._newest_seq = _newest_seq(self._results, self._cancel)
+            candidates: Iterable[tuple[int, Recorded]] = self._results.items()
+        else:
+            self._newest_seq = max(newest, _newest_seq(dict(added), self._cancel))
+            candidates = added
         if self._newest_seq == newest:
             return
         # A newer entry, not consumed yet, unless it is the marker of a now, random or patched
@@ -338,7 +350,7 @@ class Activation:
             recorded.seq == self._newest_seq
             and cmd < len(commands)
             and commands[cmd].kind in _MARKERS
-            for cmd, recorded in self._results.items()
+            for cmd, recorded in candidates
         )
 
     def _resolve(self, index: int, recorded: Recorded) -> Outcome:

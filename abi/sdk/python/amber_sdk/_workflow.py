@@ -149,6 +149,9 @@ def _activity_name(activity: str | Callable[..., Any]) -> str:
     return name
 
 
+_NO_OPTIONS: tuple[None, ...] = (None,) * 5
+
+
 def start_activity(
     activity: str | Callable[..., Any],
     args: object = None,
@@ -162,14 +165,23 @@ def start_activity(
     """Schedule an activity (by name or by its `@activity.defn` function) with `args`; returns
     its handle. Timeouts are seconds or timedeltas; only the options given are written (none:
     the host's defaults)."""
-    options = ActivityOptions(
-        start_to_close_timeout=start_to_close_timeout,
-        schedule_to_close_timeout=schedule_to_close_timeout,
-        schedule_to_start_timeout=schedule_to_start_timeout,
-        heartbeat_timeout=heartbeat_timeout,
-        retry_policy=retry_policy,
+    given = (
+        start_to_close_timeout,
+        schedule_to_close_timeout,
+        schedule_to_start_timeout,
+        heartbeat_timeout,
+        retry_policy,
     )
-    command = _commands.activity(_activity_name(activity), _msgpack.encode(args), options.to_map())
+    options = None  # none given, the common case: no options element (what to_map gives)
+    if given != _NO_OPTIONS:
+        options = ActivityOptions(
+            start_to_close_timeout=start_to_close_timeout,
+            schedule_to_close_timeout=schedule_to_close_timeout,
+            schedule_to_start_timeout=schedule_to_start_timeout,
+            heartbeat_timeout=heartbeat_timeout,
+            retry_policy=retry_policy,
+        ).to_map()
+    command = _commands.activity(_activity_name(activity), _msgpack.encode(args), options)
     activation = _replay.current()
     return ActivityHandle(activation, activation.issue(command))
 
