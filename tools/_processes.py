@@ -35,6 +35,7 @@ from amber.runtime.sandbox import (
     StickySandbox,
     guest_runner,
     lower_priority,
+    pool_instances,
 )
 from amber.runtime.server import AmberServer, ApprovalPageOptions
 from amber.runtime.worker import Budgets, Worker, WorkerSettings, configure_tracing
@@ -278,9 +279,9 @@ def work(args: argparse.Namespace) -> int:
         slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
         if not 0 <= slice_fuel <= args.fuel:
             raise InvalidInput("--slice-fuel must be between 0 and --fuel")
-        # Room for every instance the keepers may hold, those they dropped still unwinding on
-        # their threads, and the activations running beside.
-        instances = 2 * args.sticky + warm_runs + settings.slots + 16
+        instances = pool_instances(
+            sticky_runs=args.sticky, warm_runs=warm_runs, slots=settings.slots
+        )
         engine = SandboxEngine(artifacts, instances=instances)
         runner = guest_runner(
             engine,

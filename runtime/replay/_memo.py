@@ -68,11 +68,8 @@ class ReplayMemo:
 
     def project(self, run_id: str, events: Sequence[Event]) -> Projection:
         """`project(events)`, going on from the run's last projection where `events` begins
-        with the same event objects."""
-        with self._lock:
-            entry = self._entries.pop(run_id, None)
-            if entry is not None:
-                self._events -= len(entry.events)
+        with its events (see the module docstring)."""
+        entry = self._pop(run_id)
         projection = None
         if entry is not None and _begins(events, entry.events):
             projection = extend_projection(entry.projection, events)
@@ -105,10 +102,14 @@ class ReplayMemo:
 
     def drop(self, run_id: str) -> None:
         """Forget the run (it closed)."""
+        self._pop(run_id)
+
+    def _pop(self, run_id: str) -> _Entry | None:
         with self._lock:
             entry = self._entries.pop(run_id, None)
             if entry is not None:
                 self._events -= len(entry.events)
+            return entry
 
     def __len__(self) -> int:
         with self._lock:

@@ -18,6 +18,7 @@ from ._host import MAX_RECORD_DETAIL, ActivationKind, ActivityHost, HostCallObse
 from ._http import HttpPolicy, check_capabilities, http_policy
 from ._isolated import ChildStartFailed, IsolatedSandbox
 from ._parallel import SLICE_FUEL, ParallelSandbox, guest_runner
+from ._pooling import pool_instances
 from ._priority import lower_priority
 from ._recording import RecordingSandbox
 from ._repro import Repro, repro_of
@@ -64,5 +65,6 @@ __all__ = [
     "http_policy",
     "instance_exports",
     "lower_priority",
+    "pool_instances",
     "repro_of",
 ]

@@ -55,7 +55,7 @@ from ._host import (
     take_random,
     write_log,
 )
-from ._pooling import pool_full
+from ._pooling import instantiating
 from ._wasi import GuestIO, WasiStubs
 
 T = TypeVar("T")
@@ -113,14 +113,10 @@ class ComponentHost:
         """A new instance of `component` in `store` (the caller holds the activation lock)."""
         self.wasi.activate(io)
         try:
-            return self.linker.instantiate(store, component)
+            with instantiating():
+                return self.linker.instantiate(store, component)
         except _Carried as carried:
             raise carried.inner from None
-        except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
-            busy = pool_full(exc)
-            if busy is not None:
-                raise busy from exc
-            raise
         finally:
             self.wasi.activate(None)
 

@@ -4,8 +4,9 @@ slot's linear memory stays mapped (its first pages resident) for the next instan
 Use `pooled_config(instances)` when creating the process's engine: `instances` is how many
 instances (a Python guest's component or a C guest's module) may be alive at once in the
 process — every live and kept instance of `StickySandbox` and `WarmActivities`, plus the
-activations running. Beyond it an instantiation fails (`POOL_FULL` in wasmtime's message), which
-the sandbox reports as `SandboxBusy`, a retryable host condition, never as the guest's fault.
+activations running (`pool_instances`). Beyond it an instantiation fails (`POOL_FULL` in
+wasmtime's message), which the sandbox reports as `SandboxBusy` (`instantiating`), a retryable
+host condition, never as the guest's fault.
 
 Why: with the default allocator every activation maps a fresh linear memory and unmaps it at
 the end. For a Python guest that is CPython's heap: about 450 copy-on-write page faults and an
@@ -35,6 +36,8 @@ activation's page faults for the process's memory map).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
 import wasmtime
@@ -55,9 +58,17 @@ Python activation measured 1.7 ms against 1.4."""
 TABLE_KEEP: Final = 1024 * 1024
 """Bytes of a freed table slot kept resident (a whole table of `TABLE_ELEMENTS`)."""
 MAX_POOLED_INSTANCES: Final = 1024
-DEFAULT_INSTANCES: Final = 176
-"""Room for a worker's default keepers: twice 64 live workflow instances (those dropped may
-still be unwinding), 16 kept activity instances, and the activations running beside."""
+
+
+def pool_instances(*, sticky_runs: int, warm_runs: int, slots: int) -> int:
+    """How many instances a worker's process may hold at once: twice its live workflow
+    instances (those it dropped may still be unwinding on their threads), its kept activity
+    instances, and the activations running beside them, with a margin."""
+    return 2 * sticky_runs + warm_runs + slots + 16
+
+
+DEFAULT_INSTANCES: Final = pool_instances(sticky_runs=64, warm_runs=16, slots=16)
+"""A worker's defaults (`STICKY_RUNS`, `WARM_RUNS`, 16 slots): 176."""
 POOL_FULL: Final = "maximum concurrent limit of"
 """What wasmtime says when an instantiation finds the pool full."""
 
@@ -106,9 +117,14 @@ def pooled_config(config: wasmtime.Config, instances: int) -> bool:
     return True
 
 
-def pool_full(exc: BaseException) -> SandboxBusy | None:
-    """`SandboxBusy` where `exc`, raised instantiating a guest, says the pool is full."""
-    if isinstance(exc, wasmtime.WasmtimeError | wasmtime.Trap) and POOL_FULL in str(exc):
+@contextmanager
+def instantiating() -> Iterator[None]:
+    """Around an instantiation: a full pool raises `SandboxBusy`, a retryable host condition,
+    where wasmtime reports it as a trap (which would read as the guest's fault)."""
+    try:
+        yield
+    except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
+        if POOL_FULL not in str(exc):
+            raise
         first = str(exc).strip().splitlines()[0]
-        return SandboxBusy(f"no room for another guest instance in this process: {first}")
-    return None
+        raise SandboxBusy(f"no room for another guest instance in this process: {first}") from exc

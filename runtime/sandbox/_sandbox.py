@@ -62,7 +62,7 @@ from ._host import (
     Suspended,
 )
 from ._http import HttpPolicy
-from ._pooling import pool_full
+from ._pooling import instantiating
 from ._warm import WarmActivities, WarmInstance, WarmKey
 from ._wasi import GuestIO, WasiStubs
 
@@ -528,13 +528,8 @@ class Sandbox:
         state: HostCalls,
         usage: _Usage,
     ) -> tuple[bytes, bool]:
-        try:
+        with instantiating():
             instance = pre.instantiate(store)
-        except (wasmtime.WasmtimeError, wasmtime.Trap) as exc:
-            busy = pool_full(exc)
-            if busy is not None:
-                raise busy from exc
-            raise
         exports = _fastcall.exports(pre, store, instance)
         memory = exports[MEMORY_EXPORT]
         alloc = exports[ALLOC_EXPORT]

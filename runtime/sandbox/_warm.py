@@ -106,7 +106,7 @@ class WarmActivities:
         share, and the least recently used ones go beyond `runs`)."""
         kept.uses += 1
         if self._runs <= 0 or kept.uses >= self._max_uses:
-            kept.store.close()
+            _release([kept])
             return
         kept.kept_at = time.monotonic()
         dropped: list[WarmInstance] = []

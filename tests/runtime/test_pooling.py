@@ -8,13 +8,12 @@ The guest is `tests/guests/py_guest.py` (`tallies` reports how many calls its in
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from amber.abi import ActivityInput, RetryableError, pack
+from amber.abi import RetryableError
 from amber.runtime.client._client import decode
 from amber.runtime.model import GuestFault, MemoryLimitExceeded, SandboxBusy
 from amber.runtime.model._clock import SystemClock
@@ -25,6 +24,8 @@ from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.sandbox._warm import WarmActivities
 from tests.conftest import ARTIFACTS
 
+from ._engine_helpers import run_attempt
+
 LIMITS = SandboxLimits(fuel=100_000_000, memory_bytes=48 * 2**20, deadline_s=10.0)
 
 
@@ -34,19 +35,7 @@ def guest(python_modules: Mapping[str, bytes]) -> bytes:
 
 
 def _attempt(module: bytes, name: str, run_id: str) -> ActivityAttempt:
-    return ActivityAttempt(
-        digest=hashlib.sha256(module).hexdigest(),
-        cmd=0,
-        input=ActivityInput(
-            run_id=run_id,
-            activity=name,
-            args=pack({"run": run_id}),
-            attempt=1,
-            idempotency_key=f"{run_id}/0",
-            deadline_ms=0,
-        ),
-        limits=LIMITS,
-    )
+    return run_attempt(module, name, run_id, LIMITS)
 
 
 def _served(sandbox: Sandbox, guest: bytes, run_id: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from amber.abi import ActivityInput, encode_activity_input, pack
+from amber.abi import encode_activity_input
 from amber.history import RunStatus
 from amber.runtime.client._client import decode
 from amber.runtime.model import OutOfFuel
@@ -37,7 +37,7 @@ from amber.runtime.sandbox._warm import WarmActivities, WarmInstance, WarmKey
 from amber.runtime.worker._worker import Worker, WorkerSettings
 from tests.conftest import ARTIFACTS, InProcessServer
 
-from ._engine_helpers import serving
+from ._engine_helpers import run_attempt, serving
 
 LIMITS = SandboxLimits(fuel=100_000_000, memory_bytes=48 * 2**20, deadline_s=10.0)
 
@@ -52,19 +52,7 @@ def _sandbox(engine: SandboxEngine, module: bytes, warm: WarmActivities | None) 
 
 
 def _attempt(module: bytes, name: str, run_id: str) -> ActivityAttempt:
-    return ActivityAttempt(
-        digest=hashlib.sha256(module).hexdigest(),
-        cmd=0,
-        input=ActivityInput(
-            run_id=run_id,
-            activity=name,
-            args=pack({"run": run_id}),
-            attempt=1,
-            idempotency_key=f"{run_id}/0",
-            deadline_ms=0,
-        ),
-        limits=LIMITS,
-    )
+    return run_attempt(module, name, run_id, LIMITS)
 
 
 def _result(report: ActivityReport) -> Any:
