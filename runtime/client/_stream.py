@@ -30,6 +30,7 @@ import grpc
 from amber.abi import AmberError, RetryableError
 from amber.runtime.api import STREAM_MESSAGE_BUDGET, error_from_rpc, error_of
 from amber.runtime.api import amber_pb2 as pb
+from amber.runtime.model import Wakeup
 from amber.runtime.tracing import current_traceparent
 
 from ._reports import ReportCalls
@@ -131,17 +132,17 @@ class _Waiter:
     __slots__ = ("_answer", "_done", "_error")
 
     def __init__(self) -> None:
-        self._done = threading.Event()
+        self._done = Wakeup()
         self._answer: pb.WorkAnswer | None = None
         self._error: AmberError | None = None
 
     def answer(self, answer: pb.WorkAnswer) -> None:
         self._answer = answer
-        self._done.set()
+        self._done.wake()
 
     def fail(self, error: AmberError) -> None:
         self._error = error
-        self._done.set()
+        self._done.wake()
 
     def wait(self, timeout_s: float) -> pb.WorkAnswer:
         if not self._done.wait(timeout_s):

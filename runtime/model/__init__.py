@@ -78,6 +78,7 @@ from ._tasks import (
 )
 from ._throttle import THROTTLE_LIMIT, Throttle, source_of
 from ._triage import TriageAction, TriageCommand, TriageOutcome
+from ._wakeup import Wakeup
 
 __all__ = [
     "DEFAULT_TENANT",
@@ -148,6 +149,7 @@ __all__ = [
     "TriageAction",
     "TriageCommand",
     "TriageOutcome",
+    "Wakeup",
     "WorkerSeen",
     "WorkflowCompletion",
     "extend_projection",

@@ -54,7 +54,7 @@ from types import TracebackType
 from typing import Any, Final
 
 from amber.abi import ABI_VERSION, NotMsgpack, pack, unpack
-from amber.runtime.model import GuestFault, SandboxBusy
+from amber.runtime.model import GuestFault, SandboxBusy, Wakeup
 
 from ._host import ActivationKind
 from ._http import HttpPolicy
@@ -188,7 +188,8 @@ class _Live:
         """Guest time of every stretch so far, likewise against the deadline."""
         self._sandbox = sandbox
         self._lock = lock
-        self._cv = threading.Condition()
+        self._to_guest = Wakeup()
+        self._to_caller = Wakeup()
         self._next: ActivationRequest | None = None
         self._evict = False
         self._answer: RawOutput | BaseException | None = None
@@ -205,30 +206,26 @@ class _Live:
     def resume(self, request: ActivationRequest, seen: _Seen) -> tuple[RawOutput, bool]:
         """Hand the run's next activation to the parked guest; its output, and whether it
         parked again."""
-        with self._cv:
-            self._parked = False
-            self._next = request
-            self._cv.notify_all()
+        self._parked = False
+        self._next = request
+        self._to_guest.wake()
         self.seen = seen
         return self._wait_answer()
 
     def evict(self) -> None:
         """Unwind the parked guest (at once if it is parked; its thread then ends)."""
-        with self._cv:
-            self._evict = True
-            self._cv.notify_all()
+        self._evict = True
+        self._to_guest.wake()
 
     def _wait_answer(self) -> tuple[RawOutput, bool]:
-        with self._cv:
-            try:
-                while self._answer is None:
-                    self._cv.wait()
-            except BaseException:  # the caller was interrupted: nobody else will unwind it
-                self._evict = True
-                self._cv.notify_all()
-                raise
-            answer, self._answer = self._answer, None
-            parked = self._parked
+        try:
+            while self._answer is None:
+                self._to_caller.wait()
+        except BaseException:  # the caller was interrupted: nobody else will unwind it
+            self.evict()
+            raise
+        answer, self._answer = self._answer, None
+        parked = self._parked
         self.used_at = time.monotonic()
         if isinstance(answer, BaseException):
             raise answer
@@ -264,10 +261,9 @@ class _Live:
             self._give(raw, parked=False)
 
     def _give(self, answer: RawOutput | BaseException, *, parked: bool) -> None:
-        with self._cv:
-            self._answer = answer
-            self._parked = parked
-            self._cv.notify_all()
+        self._parked = parked
+        self._answer = answer
+        self._to_caller.wake()
 
     def suspended(self, slice_: _Slice, envelope: bytes) -> bytes:
         # On the guest's thread, inside await_next, holding the activation lock.
@@ -275,14 +271,13 @@ class _Live:
         slice_.pause()
         self._lock.release()
         try:
-            with self._cv:
-                self._next = None
-                self._answer = raw
-                self._parked = True
-                self._cv.notify_all()
-                while self._next is None and not self._evict:
-                    self._cv.wait()
-                request, evict = self._next, self._evict
+            self._next = None
+            self._parked = True
+            self._answer = raw
+            self._to_caller.wake()
+            while self._next is None and not self._evict:
+                self._to_guest.wait()
+            request, evict = self._next, self._evict
         finally:
             self._lock.acquire()
         if evict or request is None:
