@@ -61,6 +61,7 @@ from ._bench_metrics import counter_deltas, scrape_counters
 from ._bench_python import (
     PYTHON_CHAIN_SOURCE,
     PYTHON_CHAIN_TYPE,
+    PYTHON_PARK_TYPE,
     build_python_chain,
     measure_python_sandbox,
     measure_python_throughput,
@@ -132,6 +133,9 @@ class BenchOptions:
     python_runs: int = 1000
     """Runs of the Python guests' throughput phase, `chain_py` at K (0: skip the Python
     phases)."""
+    python_idle_runs: int = 1000
+    """Python runs (`park_py`) parked after the Python throughput phase, whose worker memory
+    is measured as the idle-cost phase's is (0: skip it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -165,6 +169,12 @@ class _Stack:
     db: _Db | None
     restarted: list[_Child] = field(default_factory=list)
     """Servers started in place of `server` (the server-kill phase): stopped where it is."""
+    workers_restarted: dict[str, _Child] = field(default_factory=dict)
+    """The worker started in place of each killed one, by the killed one's name."""
+
+    def worker_pids(self) -> list[int]:
+        """The workers serving now: each started one, or the one started in its place."""
+        return [self.workers_restarted.get(w.name, w).popen.pid for w in self.workers]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,6 +269,16 @@ def run_bench(options: BenchOptions) -> dict[str, Any]:
             python = measure_python_throughput(
                 client, python_built, python_batch, options.python_runs, tag
             ) | {"build_s": round(build_s, 1)}
+            if options.python_idle_runs > 0 and setup.server is not None and setup.db is not None:
+                progress(f"python guests: {options.python_idle_runs} runs parked (park_py)")
+                park = IdleOptions(
+                    runs=options.python_idle_runs, workflow=PYTHON_PARK_TYPE, starters=options.w,
+                    timeout_s=options.timeout_s, tag=f"bench-{tag}-py-idle",
+                )  # fmt: skip
+                store = _store(setup.db, stack)
+                python["idle"] = measure_idle_cost(
+                    client, store, setup.worker_pids(), setup.server.popen.pid, park
+                )
 
         isolation = None
         if options.isolation_runs > 0 and setup.server is not None:
@@ -380,14 +400,13 @@ def _crash_and_idle_phases(
     processes of our own, so they are skipped (None) with `--target`."""
     if setup.server is None or setup.db is None or not setup.workers:
         return None, None, None
-    url = psycopg.conninfo.make_conninfo(setup.db.stats_url, dbname=setup.db.name)
-    store = stack.enter_context(Database(url, max_size=2))
+    store = _store(setup.db, stack)
     idle = recovery = server_kill = None
     if options.idle_runs > 0:
         progress(f"idle cost: {options.idle_runs} runs parked on a timer or signal")
         built = build_module(PARK_SOURCE, tmp / "park.wasm")
         client.upload_version(built.output.read_bytes(), promote=True)
-        pids = [c.popen.pid for c in setup.workers]
+        pids = setup.worker_pids()
         park = IdleOptions(
             runs=options.idle_runs, starters=options.w, timeout_s=options.timeout_s,
             tag=f"bench-{tag}-idle",
@@ -399,7 +418,7 @@ def _crash_and_idle_phases(
             runs=options.recovery_runs, k=options.k, starters=options.w,
             timeout_s=options.timeout_s, tag=f"bench-{tag}-recovery",
         )  # fmt: skip
-        recovery = measure_recovery(client, store, _worker_control(setup.workers[0], stack), crash)
+        recovery = measure_recovery(client, store, _worker_control(setup, 0, stack), crash)
         progress(f"recovery: SIGKILL the server with {options.recovery_runs} runs in flight")
         crash = replace(crash, tag=f"bench-{tag}-server-kill")
         server_kill = measure_recovery(client, store, _server_control(setup), crash)
@@ -439,8 +458,9 @@ def _isolation_phase(
     return measure_isolation(client, batch, phase, tmp)
 
 
-def _worker_control(worker: _Child, stack: contextlib.ExitStack) -> CrashControl:
-    """Kill this worker's process group; start a replacement with the same arguments."""
+def _worker_control(setup: _Stack, index: int, stack: contextlib.ExitStack) -> CrashControl:
+    """Kill worker `index`'s process group; start a replacement with the same arguments."""
+    worker = setup.workers[index]
 
     def kill() -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -450,6 +470,7 @@ def _worker_control(worker: _Child, stack: contextlib.ExitStack) -> CrashControl
     def restart() -> None:
         child = _spawn(f"{worker.name}-restarted", list(worker.args), worker.env, worker.log.parent)
         stack.callback(_stop, child)
+        setup.workers_restarted[worker.name] = child
 
     return CrashControl(victim="worker", kill=kill, restart=restart)
 
@@ -519,6 +540,12 @@ def _start(options: BenchOptions, tmp: Path, stack: contextlib.ExitStack, tag: s
         stack.callback(_stop, child)
         workers.append(child)
     return _Stack(target=target, server=server, workers=tuple(workers), db=db, restarted=restarted)
+
+
+def _store(db: _Db, stack: contextlib.ExitStack) -> Database:
+    """A connection to the bench database for the phases that read it, closed with `stack`."""
+    url = psycopg.conninfo.make_conninfo(db.stats_url, dbname=db.name)
+    return stack.enter_context(Database(url, max_size=2))
 
 
 def _attach(options: BenchOptions) -> _Stack:

@@ -62,6 +62,9 @@ class _Target:
         return out | ({"note": self.note} if self.note else {})
 
 
+PYTHON_IDLE_RUNS: Final = 1000
+"""Parked Python runs the worker-memory target is stated for (fewer: figures, no verdict)."""
+
 _PEER_KEYS: Final = {
     "workflows_per_s": "workflows_per_s",
     "activities_per_s": "activities_per_s",
@@ -193,6 +196,10 @@ def _targets(
     full = bool(idle) and idle["parked"] >= 10_000
     if idle and not full:
         idle_note += "; the target is for 10,000: no verdict"
+    py_idle = (result.get("python") or {}).get("idle") or {}
+    py_ratios = [r for r in py_idle.get("worker_rss_ratio", []) if r is not None]
+    py_full = bool(py_idle) and py_idle["parked"] >= PYTHON_IDLE_RUNS
+    py_idle_note = _python_idle_note(py_idle, py_full) if py_idle else elsewhere
     return [
         _Target(name="throughput_vs_dbos", text="≥ 10× the best DBOS workflows/s",
                 measured=ratios["throughput_vs_dbos"]["ratio"], at_least=10.0),
@@ -257,12 +264,24 @@ def _targets(
                 measured=_at(result.get("python"), "sandbox", "sticky_activation_us"),
                 at_most=250.0,
                 note=str(_at_text(result.get("python"), "sandbox", "sticky_note") or elsewhere)),
+        _Target(name="python_idle_worker_rss_ratio",
+                text=f"{PYTHON_IDLE_RUNS:,} parked Python runs: no worker memory growth beyond the"
+                " instance caches' bound (RSS after / before ±10 %)",
+                measured=max(py_ratios, key=lambda r: abs(r - 1), default=None),
+                at_least=0.9 if py_full else None, at_most=1.1 if py_full else None,
+                note=py_idle_note),
         _Target(name="isolation_ratio",
                 text="healthy workflows/s beside 10 % poison runs ≥ 0.95 × without",
                 measured=isolation.get("isolation_ratio"), at_least=0.95,
                 note=f"time to diagnosis p50 {diagnosis.get('p50')} s, max {diagnosis.get('max')} s"
                 if isolation else elsewhere),
     ]  # fmt: skip
+
+
+def _python_idle_note(idle: dict[str, Any], full: bool) -> str:
+    before, after = idle["rss_mb_before"]["workers"], idle["rss_mb_after"]["workers"]
+    note = f"{idle['parked']} runs parked; worker RSS MiB {before} → {after}"
+    return note if full else f"{note}; the target is for {PYTHON_IDLE_RUNS:,}: no verdict"
 
 
 def _python_note(python: dict[str, Any] | None) -> str:
@@ -382,6 +401,7 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
         "python_vs_c_throughput": "Python guests wf/s ÷ C guests",
         "python_fresh_activation_ms": "Python fresh activation, ms",
         "python_sticky_activation_us": "Python live-instance activation µs",
+        "python_idle_worker_rss_ratio": "worker RSS, parked Python runs",
     }
     for key, text in extra.items():
         t = targets[key]
@@ -394,6 +414,7 @@ def format_table(comparison: dict[str, Any], result: dict[str, Any]) -> str:
                 "sticky_over_fresh",
                 "python_vs_c_throughput",
                 "python_fresh_activation_ms",
+                "python_idle_worker_rss_ratio",
             )
             else 1
         )

@@ -35,6 +35,8 @@ class IdleOptions:
     """How many runs to park, and how."""
 
     runs: int = 10_000
+    workflow: str = "park"
+    """The workflow type parked: `park` (C), or `park_py` (Python, in `chain.py`)."""
     days: int = 30
     """The timer each run waits on (it never fires during the bench)."""
     starters: int = 16
@@ -56,7 +58,7 @@ def measure_idle_cost(
     """Park `options.runs` runs and measure what they cost; the `park` module must already be
     uploaded and current. Returns the phase's JSON (its `errors` lists what went wrong)."""
     errors: list[str] = []
-    _wake(client, [_start_one(client, f"{options.tag}-warm", options.days)], errors)
+    _wake(client, [_start_one(client, f"{options.tag}-warm", options)], errors)
     _wait_drained(store, options.timeout_s, errors)  # the module loaded, earlier phases done
     before = store.run(store_footprint_txn)
     workers_before = [_rss_mb(pid) for pid in worker_pids]
@@ -81,6 +83,7 @@ def measure_idle_cost(
     ]
     return {
         "runs": options.runs,
+        "workflow": options.workflow,
         "started": len(run_ids),
         "parked": parked,
         "timer_days": options.days,
@@ -102,8 +105,9 @@ def measure_idle_cost(
     }
 
 
-def _start_one(client: AmberClient, workflow_id: str, days: int) -> str:
-    return client.start_run("park", {"days": days}, workflow_id=workflow_id).run.run_id
+def _start_one(client: AmberClient, workflow_id: str, options: IdleOptions) -> str:
+    started = client.start_run(options.workflow, {"days": options.days}, workflow_id=workflow_id)
+    return started.run.run_id
 
 
 def _start_all(
@@ -113,11 +117,9 @@ def _start_all(
         mine: list[str] = []
         for workflow_id in ids[first :: options.starters]:
             try:
-                started = client.start_run("park", {"days": options.days}, workflow_id=workflow_id)
+                mine.append(_start_one(client, workflow_id, options))
             except AmberError as exc:
                 errors.append(f"{workflow_id}: start failed: {exc}")
-                continue
-            mine.append(started.run.run_id)
         return mine
 
     with ThreadPoolExecutor(options.starters, thread_name_prefix="bench-park") as pool:

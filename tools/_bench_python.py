@@ -32,6 +32,8 @@ from ._build_python import build_python_guest
 
 PYTHON_CHAIN_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "chain.py"
 PYTHON_CHAIN_TYPE: Final = "chain_py"
+PYTHON_PARK_TYPE: Final = "park_py"
+"""The parked Python workflow (in `chain.py` too), for the Python idle-cost phase."""
 
 STEPWISE_ACTIVATIONS: Final = 400
 """Live and fresh activations measured step by step, at least (20 runs of 20 steps)."""

@@ -158,6 +158,13 @@ def register(
         default=1000,
         help="runs of the Python guests' phase (abi/samples/chain.py at --k; 0: skip)",
     )
+    parser.add_argument(
+        "--python-idle-runs",
+        type=int,
+        default=1000,
+        help="Python runs parked on a timer or signal after the Python guests' phase, to"
+        " measure what they cost the worker's memory (0: skip)",
+    )
     peers = parser.add_argument_group("peers (../shared/bench/peers, same workload, after Amber)")
     peers.add_argument("--peers", action="store_true", help="also run the peers' harness")
     for engine, headline in (("temporal", HEADLINE_TEMPORAL), ("dbos", HEADLINE_DBOS)):
@@ -250,6 +257,7 @@ def bench(args: argparse.Namespace) -> int:
         ),
         sandbox_repetitions=args.sandbox_repetitions,
         python_runs=args.python_runs,
+        python_idle_runs=args.python_idle_runs,
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stop what we started, as on Ctrl-C
     if args.scaling:

@@ -31,7 +31,7 @@ from tests.conftest import ROOT
 
 N, K, W, LATENCY_RUNS = 5, 2, 2, 2
 IDLE_RUNS, RECOVERY_RUNS, ISOLATION_RUNS = 20, 10, 10
-PYTHON_RUNS = 4
+PYTHON_RUNS, PYTHON_IDLE_RUNS = 4, 6
 TARGETS = (
     "throughput_vs_dbos",
     "throughput_vs_temporal",
@@ -46,6 +46,7 @@ TARGETS = (
     "python_vs_c_throughput",
     "python_fresh_activation_ms",
     "python_sticky_activation_us",
+    "python_idle_worker_rss_ratio",
     "idle_worker_rss_ratio",
     "idle_db_bytes_per_run",
     "recovery_drain_s",
@@ -84,7 +85,7 @@ def bench(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         *("--stats-settle", "1.5", "--commit-probe", "0.5", "--output", str(output)),
         *("--idle-runs", str(IDLE_RUNS), "--recovery-runs", str(RECOVERY_RUNS)),
         *("--sandbox-repetitions", "20", "--isolation-runs", str(ISOLATION_RUNS)),
-        *("--python-runs", str(PYTHON_RUNS)),
+        *("--python-runs", str(PYTHON_RUNS), "--python-idle-runs", str(PYTHON_IDLE_RUNS)),
     ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -125,6 +126,18 @@ def test_the_command_completes_and_writes_every_key(bench: dict[str, Any]) -> No
     py_sandbox = result["python"]["sandbox"]
     assert py_sandbox["compile_s"] > py_sandbox["cache_load_ms"] / 1000 > 0
     assert result["targets"]["python_fresh_activation_ms"]["measured"] > 0
+    # Parked Python runs (`park_py`, beside `chain_py` in one component), on the worker that
+    # replaced the one the recovery phase killed; a few woken by their signal complete.
+    py_idle = result["python"]["idle"]
+    assert (py_idle["workflow"], py_idle["parked"], py_idle["errors"]) == (
+        "park_py",
+        PYTHON_IDLE_RUNS,
+        [],
+    )
+    assert py_idle["woken_by_signal"] == min(PYTHON_IDLE_RUNS, 20)
+    assert all(r > 0 for r in py_idle["rss_mb_after"]["workers"])
+    py_rss = result["targets"]["python_idle_worker_rss_ratio"]
+    assert py_rss["measured"] > 0 and py_rss["met"] is None  # not 1,000 runs: no verdict
     assert set(TARGETS) <= set(result["targets"])
     for name, target in result["targets"].items():
         assert set(target) >= {"target", "measured", "met"}, name
