@@ -1,5 +1,5 @@
 """wasmtime's pooling allocator for the engine: instances take a slot reserved up front, and a
-slot's linear memory stays mapped (its first pages resident) for the next instance.
+slot's linear memory stays mapped for the next instance.
 
 Use `pooled_config(instances)` when creating the process's engine: `instances` is how many
 instances (a Python guest's component or a C guest's module) may be alive at once in the
@@ -11,11 +11,19 @@ host condition, never as the guest's fault.
 Why: with the default allocator every activation maps a fresh linear memory and unmaps it at
 the end. For a Python guest that is CPython's heap: about 450 copy-on-write page faults and an
 unmap of the pages it touched, measured as 1.1-1.2 ms of system time of a 2.3-2.5 ms fresh
-activation. With a pool whose slots keep `KEEP_RESIDENT_BYTES` resident (wasmtime resets them
-with `memset` instead of returning them to the kernel), a fresh activation of a trivial Python
-workflow measured 1.3-1.6 ms and a C guest's activation 41 µs instead of 78 µs (`amber bench`
-prints both). Guest semantics do not change: memory and table limits are still the store's,
-an instance still starts from its module's image, and fuel counts are the same.
+activation. From a pool, a fresh activation of a trivial Python workflow measured 1.3-1.8 ms
+and a C guest's activation 41 µs instead of 78 µs (`amber bench` prints both). Guest semantics
+do not change: memory and table limits are still the store's, an instance still starts from
+its module's image, and fuel counts are the same.
+
+A freed slot's linear memory is given back to the kernel (`madvise`), none of it kept resident
+(`KEEP_RESIDENT_BYTES`). Keeping pages resident spares the next instance its page faults, but
+wasmtime then resets them with `memset` when the slot is freed, and keeps them in every slot
+ever used, not only in the `WARM_SLOTS` it keeps warm: with 16 MiB kept, 40 live Python
+instances closed left the process at 589 MiB of RSS (87 MiB with none kept), for good, and the
+`memset` made a fresh activation with its store's release slower, not faster (5.9-6.2 ms
+against 5.5-6.0 ms on a slowed machine, where both are 3× the figures above). A worker's memory
+would have grown to its peak concurrency times 16 MiB and stayed there.
 
 How: wasmtime-py's `Config` does not wrap the pooling allocator, but its ctypes bindings
 (`wasmtime._ffi`, pinned with the version in pyproject) hold the C API's
@@ -26,7 +34,7 @@ holds about 15) and 4 tables; each memory slot reserves `MAX_MEMORY_BYTES` of ad
 (the largest memory a budget may allow, 4 GiB) plus guard pages, which is address space only.
 More than `MAX_POOLED_INSTANCES` would reserve more address space than is sensible (and more
 than a 47-bit address space has for a few engines at once), so such a process keeps the default
-allocator. At most `WARM_SLOTS` free slots stay resident: up to 64 MiB of RSS per process.
+allocator.
 
 Fallback: where any of those names is missing (another wasmtime-py), the engine keeps the
 default allocator, and everything works as before at the old cost. Rejected: deleting stores on
@@ -46,11 +54,12 @@ from amber.runtime.model import SandboxBusy
 
 MAX_MEMORY_BYTES: Final = 4 * 1024 * 1024 * 1024
 """The largest linear memory a slot may hold (a budget's `memory_mb` may go up to 4096)."""
-KEEP_RESIDENT_BYTES: Final = 16 * 1024 * 1024
-"""Bytes of a freed slot's memory kept resident: CPython's heap after its start (13-16 MiB)."""
+KEEP_RESIDENT_BYTES: Final = 0
+"""Bytes of a freed slot's linear memory kept resident (see the module docstring: none)."""
 WARM_SLOTS: Final = 4
-"""Freed slots kept resident at most (4 to 100 measured alike for activations one after the
-other, which reuse the slot the last one freed)."""
+"""Freed slots that keep their module's image mapped for the next instance of the same module
+(4 to 100 measured alike for activations one after the other, which reuse the slot the last
+one freed)."""
 TABLE_ELEMENTS: Final = 100_000
 """The largest table a slot may hold (the store's limits, 10,000 elements for a C guest and
 65,536 for a Python one, are below it). Larger slots cost more to reset: with 2^20 a fresh
