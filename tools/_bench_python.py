@@ -147,6 +147,7 @@ def measure_python_sandbox(wasm: bytes, repetitions: int) -> dict[str, Any]:
             "repetitions": repetitions,
         },
         "sticky_activation_us": stepwise["sticky_us"]["median"],
+        "sticky_fuel": stepwise["fuel_median"]["sticky"],
         "sticky_note": "median of a 20-step chain_py run's workflow activations on its live"
         f" instance (fresh from the top: {stepwise['fresh_us']['median']} µs)",
         "run_step_by_step": stepwise,

@@ -507,6 +507,7 @@ def _stepwise_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
     sticky = StickySandbox(Sandbox(chain.engine, clock, _no_fetch), chain.engine.activation_lock)
     memos = {"fresh": ReplayMemo(), "sticky": ReplayMemo()}  # as a worker keeps them
     timings: dict[str, list[int]] = {"fresh": [], "sticky": []}
+    fuel: dict[str, list[int]] = {"fresh": [], "sticky": []}
     runs = max(1, repetitions // len(cuts))
     try:
         for r in range(_warmup(runs) + runs):
@@ -522,6 +523,7 @@ def _stepwise_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
                         _check_replay(step, _START_VALUE + REPLAY_STEPS)
                     if r >= _warmup(runs):
                         timings[name].append(ended - began)
+                        fuel[name].append(step.stats.fuel_used)
     finally:
         sticky.close()
     medians = {name: _Timing.of(samples, 1e3) for name, samples in timings.items()}
@@ -529,6 +531,9 @@ def _stepwise_figures(chain: _Chain, repetitions: int) -> dict[str, Any]:
         "fresh_us": medians["fresh"].to_json(1),
         "sticky_us": medians["sticky"].to_json(1),
         "sticky_over_fresh": round(medians["sticky"].median / medians["fresh"].median, 3),
+        "fuel_median": {name: int(statistics.median(used)) for name, used in fuel.items()},
+        "fuel_note": "the guest's own work per activation, whatever the machine's speed (the"
+        " first activation of each run, which starts its instance, included)",
         "activations_per_run": len(cuts),
         "sticky_hits": sticky.hits,
         "sticky_misses": sticky.misses,

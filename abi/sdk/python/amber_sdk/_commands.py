@@ -62,7 +62,7 @@ class Command:
 
     def wire(self) -> list[object]:
         """The command as the output envelope's array."""
-        return [self.kind.value, *self.fields]
+        return [str(self.kind), *self.fields]  # str(): the tag without the enum's property
 
 
 def activity(name: str, args: bytes, options: dict[str, object] | None) -> Command:

@@ -41,6 +41,7 @@ __all__ = [
 
 ABI_VERSION = 1
 _MAX_INDEX = 1 << 24  # the C SDK's bound on command indices and `recorded`
+_ABSENT = object()  # `_get`: a key the envelope lacks
 
 
 class WorkflowStatus(StrEnum):
@@ -121,8 +122,11 @@ class ActivityInput:
 
 def _envelope(data: bytes, what: str, memo: _msgpack.ItemMemo | None = None) -> dict[str, Any]:
     doc = _msgpack.decode(data) if memo is None else _msgpack.decode_reusing(data, memo)
-    if not isinstance(doc, dict) or not all(isinstance(k, str) for k in doc):
+    if type(doc) is not dict:
         raise ValueError(f"{what}: the envelope must be a map with string keys")
+    for key in doc:
+        if type(key) is not str:
+            raise ValueError(f"{what}: the envelope must be a map with string keys")
     abi = doc.get("abi", ABI_VERSION)
     if not _is_int(abi) or abi != ABI_VERSION:
         raise ValueError(f"{what}: abi {abi!r} is not {ABI_VERSION}")
@@ -130,27 +134,30 @@ def _envelope(data: bytes, what: str, memo: _msgpack.ItemMemo | None = None) -> 
 
 
 def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    # Decoded ints are exactly int (the first test); bool is the subclass to refuse.
+    return type(value) is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _get(doc: Mapping[str, Any], key: str, kind: type, default: Any, what: str) -> Any:
-    if key not in doc:
+    value = doc.get(key, _ABSENT)
+    if type(value) is kind:
+        return value
+    if value is _ABSENT:
         return default
-    value = doc[key]
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise ValueError(f"{what}: {key!r} must be {kind.__name__}, not {type(value).__name__}")
     return value
 
 
 def _result(item: object, what: str) -> tuple[int, Recorded]:
-    if not isinstance(item, list) or len(item) != 4:
+    if type(item) is not list or len(item) != 4:
         raise ValueError(f"{what}: a result must be [cmd, seq, status, value]")
     cmd, seq, status, value = item
     if not _is_int(cmd) or not 0 <= cmd < _MAX_INDEX:
         raise ValueError(f"{what}: result cmd {cmd!r} out of range")
     if not _is_int(seq) or seq < 0:
         raise ValueError(f"{what}: result seq {seq!r} must be an int >= 0")
-    if status not in (0, 1) or isinstance(status, bool):
+    if type(status) is not int or status not in (0, 1):
         raise ValueError(f"{what}: result status {status!r} must be 0 or 1")
     return cmd, Recorded(seq=seq, ok=status == 0, value=value)
 
@@ -267,19 +274,17 @@ def workflow_output(
     *,
     result: bytes | None = None,
     error: tuple[str, str] | None = None,
-    packed: list[_msgpack.Packed] | None = None,
+    packed: _msgpack.PackedArray | None = None,
 ) -> bytes:
     """A workflow activation's output envelope: every command issued, from index 0.
 
-    `packed`: the encoded commands of earlier outputs of the same activation, extended here
+    `packed`: the commands encoded for earlier outputs of the same activation, extended here
     (a live instance's outputs repeat every command; the bytes are the same either way)."""
-    cache = [] if packed is None else packed
-    for command in commands[len(cache) :]:
-        cache.append(_msgpack.Packed(_msgpack.encode(command.wire())))
-    doc: dict[str, object] = {
-        "status": status.value,
-        "commands": _msgpack.packed_array(cache[: len(commands)]),
-    }
+    if packed is None or packed.count > len(commands):
+        packed = _msgpack.PackedArray()
+    for command in commands[packed.count :]:
+        packed.append(command.wire())
+    doc: dict[str, object] = {"status": str(status), "commands": packed.packed()}
     if result is not None:
         doc["result"] = result
     if error is not None:

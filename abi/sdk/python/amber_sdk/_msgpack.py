@@ -14,17 +14,17 @@ that is a container, a key that repeats, nesting deeper than `MAX_DEPTH`. Each r
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "MAX_DEPTH",
     "ItemMemo",
     "Packed",
+    "PackedArray",
     "decode",
     "decode_reusing",
     "encode",
-    "packed_array",
 ]
 
 MAX_DEPTH = 128
@@ -51,12 +51,27 @@ class Packed:
         self.data = data
 
 
-def packed_array(items: Sequence[Packed]) -> Packed:
-    """An array of values already encoded, as one `Packed` (one copy of their bytes)."""
-    out = bytearray()
-    _pack_header(len(items), out, 0x90, 15, None, 0xDC, 0xDD)
-    out += b"".join(item.data for item in items)
-    return Packed(bytes(out))
+class PackedArray:
+    """An array whose items are encoded once, as they are appended, and written as they are
+    (a workflow's output lists every command from the first on each activation: each output
+    costs the new commands' encoding and one copy of the bytes, not a pass over every item)."""
+
+    __slots__ = ("body", "count")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.body = bytearray()
+
+    def append(self, value: object) -> None:
+        _pack(value, self.body, 0)
+        self.count += 1
+
+    def packed(self) -> Packed:
+        """The array so far, ready for `encode`."""
+        out = bytearray()
+        _pack_header(self.count, out, 0x90, 15, None, 0xDC, 0xDD)
+        out += self.body
+        return Packed(bytes(out))
 
 
 def encode(value: object) -> bytes:
@@ -66,20 +81,37 @@ def encode(value: object) -> bytes:
     return bytes(out)
 
 
-def _pack(value: object, out: bytearray, depth: int) -> None:
+def _pack(value: Any, out: bytearray, depth: int) -> None:
     # The common exact types first (each a single `type` comparison, where the chain below
-    # tries up to six `isinstance` calls); subclasses and the rest go down the chain.
+    # tries up to six `isinstance` calls), short strings and small ints without a further
+    # call (CPython in Wasm pays for every call); subclasses and the rest go down the chain.
     kind = type(value)
     if kind is str:
-        _pack_str(cast(str, value), out)
+        n = len(value)
+        if n <= 31 and value.isascii():
+            out.append(0xA0 | n)
+            out += value.encode("ascii")
+        else:
+            _pack_str(value, out)
     elif kind is int:
-        _pack_int(cast(int, value), out)
+        if 0 <= value <= 0x7F:
+            out.append(value)
+        else:
+            _pack_int(value, out)
+    elif kind is dict:
+        _pack_map(value, out, depth)
+    elif kind is list or kind is tuple:
+        _pack_array(value, out, depth)
     elif kind is Packed:
-        out += cast(Packed, value).data
+        out += value.data
     elif kind is bytes:
-        data = cast(bytes, value)
-        _pack_header(len(data), out, None, -1, 0xC4, 0xC5, 0xC6)
-        out += data
+        n = len(value)
+        if n <= 0xFF:
+            out.append(0xC4)
+            out.append(n)
+        else:
+            _pack_header(n, out, None, -1, 0xC4, 0xC5, 0xC6)
+        out += value
     elif value is None:
         out.append(0xC0)
     elif isinstance(value, bool):
@@ -96,18 +128,38 @@ def _pack(value: object, out: bytearray, depth: int) -> None:
         _pack_header(len(data), out, None, -1, 0xC4, 0xC5, 0xC6)
         out += data
     elif isinstance(value, list | tuple):
-        _check_depth(depth)
-        _pack_header(len(value), out, 0x90, 15, None, 0xDC, 0xDD)
-        for item in value:
-            _pack(item, out, depth + 1)
+        _pack_array(value, out, depth)
     elif isinstance(value, dict):
-        _check_depth(depth)
-        _pack_header(len(value), out, 0x80, 15, None, 0xDE, 0xDF)
-        for key, item in value.items():
-            _pack(key, out, depth + 1)
-            _pack(item, out, depth + 1)
+        _pack_map(value, out, depth)
     else:
         raise TypeError(f"msgpack: cannot encode a value of type {type(value).__name__}")
+
+
+def _pack_array(value: list[Any] | tuple[Any, ...], out: bytearray, depth: int) -> None:
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
+    n = len(value)
+    if n <= 15:
+        out.append(0x90 | n)
+    else:
+        _pack_header(n, out, 0x90, 15, None, 0xDC, 0xDD)
+    depth += 1
+    for item in value:
+        _pack(item, out, depth)
+
+
+def _pack_map(value: dict[Any, Any], out: bytearray, depth: int) -> None:
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
+    n = len(value)
+    if n <= 15:
+        out.append(0x80 | n)
+    else:
+        _pack_header(n, out, 0x80, 15, None, 0xDE, 0xDF)
+    depth += 1
+    for key, item in value.items():
+        _pack(key, out, depth)
+        _pack(item, out, depth)
 
 
 def _pack_str(value: str, out: bytearray) -> None:
@@ -121,11 +173,6 @@ def _pack_str(value: str, out: bytearray) -> None:
     else:
         _pack_header(n, out, None, -1, 0xD9, 0xDA, 0xDB)
     out += data
-
-
-def _check_depth(depth: int) -> None:
-    if depth >= MAX_DEPTH:
-        raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
 
 
 def _pack_int(v: int, out: bytearray) -> None:
@@ -211,32 +258,35 @@ def decode_reusing(data: bytes | bytearray | memoryview, memo: ItemMemo) -> Any:
     `memo.convert(item)`: items whose bytes open that array as they opened the last one
     decoded with `memo` are taken from it, not decoded and converted again. `memo` then holds
     this document's items."""
-    return _whole(_MemoReader(bytes(data), memo))
+    return _whole(_Reader(bytes(data), memo))
 
 
 def _whole(reader: _Reader) -> Any:
     value = reader.value(0)
-    if reader.pos != len(reader.data):
+    if reader.pos != reader.end:
         raise ValueError(
-            f"msgpack: {len(reader.data) - reader.pos} trailing bytes after the value "
+            f"msgpack: {reader.end - reader.pos} trailing bytes after the value "
             f"(at offset {reader.pos})"
         )
     return value
 
 
 class _Reader:
-    __slots__ = ("data", "pos")
+    __slots__ = ("data", "end", "memo", "pos")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, memo: ItemMemo | None = None) -> None:
         self.data = data
+        self.end = len(data)
         self.pos = 0
+        self.memo = memo
+        """Where the document's own map has its array under `memo.key` (`decode_reusing`)."""
 
     def take(self, n: int) -> bytes:
         start, end = self.pos, self.pos + n
-        if end > len(self.data):
+        if end > self.end:
             raise ValueError(
                 f"msgpack: truncated input: {n} bytes needed at offset {start}, "
-                f"{len(self.data) - start} left"
+                f"{self.end - start} left"
             )
         self.pos = end
         return self.data[start:end]
@@ -245,13 +295,41 @@ class _Reader:
         return int.from_bytes(self.take(n), "big")
 
     def value(self, depth: int) -> Any:
+        data = self.data
         pos = self.pos
-        if pos >= len(self.data):
+        if pos >= self.end:
             raise ValueError(f"msgpack: truncated input: a value expected at offset {pos}")
-        byte = self.data[pos]
-        self.pos = pos + 1
+        byte = data[pos]
+        pos += 1
+        self.pos = pos
         if byte < 0x80:  # a positive fixint: most counts, indices and small values
             return byte
+        # What envelopes are made of, read here without the table's calls (CPython in Wasm
+        # pays for every call): short strings (keys), maps, arrays, bin8 (payloads), nil and
+        # booleans. Anything irregular (truncated, not UTF-8) goes to the table, which says
+        # what is wrong.
+        if byte >= 0xA0:
+            if byte <= 0xBF:
+                end = pos + (byte & 0x1F)
+                if end <= self.end:
+                    try:
+                        text = data[pos:end].decode("utf-8")
+                    except UnicodeDecodeError:
+                        pass
+                    else:
+                        self.pos = end
+                        return text
+            elif byte == 0xC4 and pos < self.end:
+                end = pos + 1 + data[pos]
+                if end <= self.end:
+                    self.pos = end
+                    return data[pos + 1 : end]
+            elif byte <= 0xC3 and byte != 0xC1:
+                return None if byte == 0xC0 else byte == 0xC3
+        elif byte <= 0x8F:
+            return self.map(byte & 0x0F, depth)
+        else:
+            return self.array(byte & 0x0F, depth)
         return _DISPATCH[byte](self, byte, depth)
 
     def text(self, n: int) -> str:
@@ -263,52 +341,62 @@ class _Reader:
             raise ValueError(f"msgpack: the str at offset {at} is not valid UTF-8") from None
 
     def array(self, n: int, depth: int) -> list[Any]:
-        self._room(n, depth)
-        return [self.value(depth + 1) for _ in range(n)]
-
-    def map(self, n: int, depth: int) -> dict[Any, Any]:
-        self._room(2 * n, depth)
-        out: dict[Any, Any] = {}
+        if n > self.end - self.pos or depth >= MAX_DEPTH:
+            self._room(n, depth)
+        value = self.value
+        depth += 1
+        out = []
         for _ in range(n):
-            at = self.pos
-            key = self.value(depth + 1)
-            if not isinstance(key, _HASHABLE_KEY):
-                raise ValueError(f"msgpack: a {type(key).__name__} map key at offset {at}")
-            if key in out:
-                raise ValueError(f"msgpack: map key {key!r} repeats at offset {at}")
-            out[key] = self.entry(key, depth + 1)
+            out.append(value(depth))
         return out
 
-    def entry(self, key: Any, depth: int) -> Any:
-        """The value under `key` of a map being read."""
-        return self.value(depth)
+    def map(self, n: int, depth: int) -> dict[Any, Any]:
+        if 2 * n > self.end - self.pos or depth >= MAX_DEPTH:
+            self._room(2 * n, depth)
+        memo_key = self.memo.key if depth == 0 and self.memo is not None else None
+        out: dict[Any, Any] = {}
+        value = self.value
+        data = self.data
+        end = self.end
+        depth += 1
+        for _ in range(n):
+            at = self.pos
+            byte = data[at] if at < end else 0xC1
+            stop = at + 1 + (byte & 0x1F)
+            if 0xA0 <= byte <= 0xBF and stop <= end:  # a short str key, read here
+                try:
+                    key = data[at + 1 : stop].decode("utf-8")
+                except UnicodeDecodeError:
+                    key = value(depth)  # raises what is wrong
+                self.pos = stop
+            else:
+                key = value(depth)
+                if not isinstance(key, _HASHABLE_KEY):
+                    raise ValueError(f"msgpack: a {type(key).__name__} map key at offset {at}")
+            if key in out:
+                raise ValueError(f"msgpack: map key {key!r} repeats at offset {at}")
+            if memo_key is not None and key == memo_key:
+                out[key] = self._memo_array(depth)
+            else:
+                out[key] = value(depth)
+        return out
 
     def _room(self, items: int, depth: int) -> None:
         # Every item takes at least one byte: refuse a count the input cannot hold before
         # allocating anything for it.
-        if items > len(self.data) - self.pos:
+        if items > self.end - self.pos:
             raise ValueError(
                 f"msgpack: truncated input: {items} items announced at offset {self.pos}, "
-                f"{len(self.data) - self.pos} bytes left"
+                f"{self.end - self.pos} bytes left"
             )
         if depth >= MAX_DEPTH:
             raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
 
-
-class _MemoReader(_Reader):
-    __slots__ = ("memo",)
-
-    def __init__(self, data: bytes, memo: ItemMemo) -> None:
-        super().__init__(data)
-        self.memo = memo
-
-    def entry(self, key: Any, depth: int) -> Any:
-        if depth == 1 and key == self.memo.key:  # the document's own map
-            return self._memo_array(depth)
-        return self.value(depth)
-
     def _memo_array(self, depth: int) -> Any:
-        if self.pos >= len(self.data):
+        """The array under the memo's key (see `ItemMemo`)."""
+        memo = self.memo
+        assert memo is not None
+        if self.pos >= self.end:
             return self.value(depth)  # the truncation error
         byte = self.data[self.pos]
         if 0x90 <= byte <= 0x9F:
@@ -320,10 +408,10 @@ class _MemoReader(_Reader):
         else:
             return self.value(depth)  # not an array: the caller refuses it
         self._room(n, depth)
-        before = self.memo.items
-        if len(before) <= n and self.data.startswith(self.memo.raw, self.pos):
+        before = memo.items
+        if len(before) <= n and self.data.startswith(memo.raw, self.pos):
             kept = list(before)
-            self.pos += len(self.memo.raw)
+            self.pos += len(memo.raw)
         else:
             kept = []
         for i in range(len(kept), n):
@@ -332,11 +420,11 @@ class _MemoReader(_Reader):
                 raw, item = before[i]
                 self.pos = start + len(raw)
             else:
-                item = self.memo.convert(self.value(depth + 1))
+                item = memo.convert(self.value(depth + 1))
                 raw = self.data[start : self.pos]
             kept.append((raw, item))
-        self.memo.items = kept
-        self.memo.raw = b"".join(raw for raw, _ in kept)
+        memo.items = kept
+        memo.raw = b"".join(raw for raw, _ in kept)
         return [item for _, item in kept]
 
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from . import _commands, _envelopes, _msgpack
 from ._commands import Command, CommandKind
@@ -85,6 +85,17 @@ class Outcome:
     error_message: str = ""
 
 
+class _Next(NamedTuple):
+    """The run's grown history, as an `await_next` answer brought it."""
+
+    results: Mapping[int, Recorded]
+    recorded: int | None
+    cancel: CancelRequest | None
+    added: Sequence[tuple[int, Recorded]] | None
+    """The results a delta brought (the newest entry, if new, is among them or is the cancel
+    request); None for a whole envelope."""
+
+
 class Activation:
     """The state of one workflow activation (see the module docstring for the rules)."""
 
@@ -96,7 +107,7 @@ class Activation:
             run_id=envelope.run_id, workflow_type=envelope.workflow, query=envelope.query
         )
         self.commands: list[Command] = []
-        self.packed: list[_msgpack.Packed] = []
+        self.packed = _msgpack.PackedArray()
         """`commands` encoded, as far as an output needed them."""
         self.unwind: _Unwind | None = None
         """The first unwind raised; the activation's outcome whatever the code does next (no
@@ -109,7 +120,7 @@ class Activation:
         self._recorded = envelope.recorded or 0
         self._cancel = envelope.cancel
         self._cancel_delivered = False
-        self._newest_seq = _newest_seq(self._results, self._cancel)
+        self._newest_seq = _newest_seq(self._results.values(), self._cancel)
         self._caught_up = False
 
     # ---- state ----------------------------------------------------------------------------
@@ -239,46 +250,40 @@ class Activation:
             self._end(_HostError(exc))
         if read is None:
             self._end(_Suspend(output))
-        self._refresh(*read)
+        self._refresh(read)
 
-    def _next_input(
-        self, data: object
-    ) -> tuple[WorkflowInput, Sequence[tuple[int, Recorded]] | None]:
+    def _next_input(self, data: object) -> _Next:
         """Read `await_next`'s answer, which must be this run's input with history only grown
         (the checks `amber__wf_refresh` leaves to the host: a Python guest can afford them), or
-        a delta from the input read last; with the results a delta added (None: a whole
-        envelope)."""
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise TypeError(f"host.await_next() returned {type(data).__name__}, not bytes")
-        answer = _envelopes.parse_next_input(bytes(data), self._memo)
-        added: Sequence[tuple[int, Recorded]] | None = None
+        a delta from the input read last."""
+        if type(data) is not bytes:
+            if not isinstance(data, bytes | bytearray | memoryview):
+                raise TypeError(f"host.await_next() returned {type(data).__name__}, not bytes")
+            data = bytes(data)
+        answer = _envelopes.parse_next_input(data, self._memo)
         if isinstance(answer, WorkflowDelta):
-            request, added = self._grown(answer), answer.more
+            grown = _Next(self._grown(answer), answer.recorded, answer.cancel, answer.more)
         else:
-            request = answer
-            self._check_same_run(request)
+            self._check_same_run(answer)
             for cmd, recorded in self._results.items():
-                later = request.results.get(cmd)
+                later = answer.results.get(cmd)
                 if later is not recorded and later != recorded:  # reused from the memo: the same
                     raise ValueError(
                         f"await_next: the result of command {cmd} was {recorded}, now "
                         f"{later}: history only grows"
                     )
-        if (
-            self._has_recorded
-            and request.recorded is not None
-            and request.recorded < self._recorded
-        ):
+            grown = _Next(answer.results, answer.recorded, answer.cancel, None)
+        if self._has_recorded and grown.recorded is not None and grown.recorded < self._recorded:
             raise ValueError(
-                f"await_next: 'recorded' went from {self._recorded} to {request.recorded}: "
+                f"await_next: 'recorded' went from {self._recorded} to {grown.recorded}: "
                 "history only grows"
             )
-        if self._cancel is not None and request.cancel != self._cancel:
+        if self._cancel is not None and grown.cancel != self._cancel:
             raise ValueError(
-                f"await_next: the cancel request was {self._cancel}, now {request.cancel}: "
+                f"await_next: the cancel request was {self._cancel}, now {grown.cancel}: "
                 "history only grows"
             )
-        return request, added
+        return grown
 
     def _check_same_run(self, request: WorkflowInput) -> None:
         info = self.info
@@ -295,50 +300,41 @@ class Activation:
         if request.query is not None:
             raise ValueError("await_next: a query's envelope cannot go to a waiting workflow")
 
-    def _grown(self, delta: WorkflowDelta) -> WorkflowInput:
-        """The input a delta stands for: the results read so far and the new ones."""
+    def _grown(self, delta: WorkflowDelta) -> dict[int, Recorded]:
+        """The results a delta stands for: those read so far and the new ones."""
         if delta.start != len(self._results):
             raise ValueError(
                 f"await_next: a delta from {delta.start} results, but this instance has read "
                 f"{len(self._results)}"
             )
         results = dict(self._results)
+        beyond = delta.recorded
         for cmd, recorded in delta.more:
             if cmd in results:
                 raise ValueError(
                     f"await_next: a delta brings a second result for command {cmd}: "
                     "history only grows"
                 )
+            if beyond is not None and cmd >= beyond:
+                raise ValueError(f"await_next: a result for a command beyond {beyond}")
             results[cmd] = recorded
-        if delta.recorded is not None and any(cmd >= delta.recorded for cmd, _ in delta.more):
-            raise ValueError(f"await_next: a result for a command beyond {delta.recorded}")
-        return WorkflowInput(
-            run_id=self.info.run_id,
-            workflow=self.info.workflow_type,
-            input=self._input,
-            results=results,
-            recorded=delta.recorded,
-            cancel=delta.cancel,
-            query=None,
-        )
+        return results
 
-    def _refresh(
-        self, request: WorkflowInput, added: Sequence[tuple[int, Recorded]] | None = None
-    ) -> None:
+    def _refresh(self, grown: _Next) -> None:
         """Take the run's grown history (`amber__wf_refresh`): the code goes on from the await
-        exactly as a replay from the top of that history reaches it. `added`: the results a
-        delta brought (the newest entry, if new, is among them or is the cancel request)."""
+        exactly as a replay from the top of that history reaches it."""
         newest = self._newest_seq
-        self._results = request.results
-        self._has_recorded = request.recorded is not None
-        self._recorded = request.recorded or 0
+        self._results, count, cancel, added = grown
+        self._has_recorded = count is not None
+        self._recorded = count or 0
         if self._cancel is None:  # recorded once, never changes
-            self._cancel = request.cancel
+            self._cancel = cancel
         if added is None:
-            self._newest_seq = _newest_seq(self._results, self._cancel)
+            self._newest_seq = _newest_seq(self._results.values(), self._cancel)
             candidates: Iterable[tuple[int, Recorded]] = self._results.items()
         else:
-            self._newest_seq = max(newest, _newest_seq(dict(added), self._cancel))
+            added_newest = _newest_seq((recorded for _, recorded in added), self._cancel)
+            self._newest_seq = max(newest, added_newest)
             candidates = added
         if self._newest_seq == newest:
             return
@@ -346,12 +342,16 @@ class Activation:
         # command this instance issued before it waited (recorded since): a replay from the top
         # reads that marker on its way here, and so has caught up with it.
         commands = self.commands
-        self._caught_up = any(
-            recorded.seq == self._newest_seq
-            and cmd < len(commands)
-            and commands[cmd].kind in _MARKERS
-            for cmd, recorded in candidates
-        )
+        caught_up = False
+        for cmd, recorded in candidates:
+            if (
+                recorded.seq == self._newest_seq
+                and cmd < len(commands)
+                and commands[cmd].kind in _MARKERS
+            ):
+                caught_up = True
+                break
+        self._caught_up = caught_up
 
     def _resolve(self, index: int, recorded: Recorded) -> Outcome:
         """Read a recorded result (`amber__wf_resolve`); a value of the wrong kind suspends."""
@@ -434,10 +434,13 @@ class Activation:
         return True
 
 
-def _newest_seq(results: Mapping[int, Recorded], cancel: CancelRequest | None) -> int:
+def _newest_seq(results: Iterable[Recorded], cancel: CancelRequest | None) -> int:
     """The newest history entry: the highest seq among the results and the cancel; -1: none."""
-    newest = max((r.seq for r in results.values()), default=-1)
-    return max(newest, cancel.seq) if cancel is not None else newest
+    newest = -1 if cancel is None else cancel.seq
+    for recorded in results:
+        if recorded.seq > newest:
+            newest = recorded.seq
+    return newest
 
 
 # ---- the activation workflow code runs in --------------------------------------------------
