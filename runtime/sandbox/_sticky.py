@@ -132,10 +132,11 @@ def _issued(output: bytes) -> list[Any] | None:
         commands = doc["commands"]
     except (NotMsgpack, KeyError, TypeError):
         return None
-    if not isinstance(commands, list) or not all(
-        isinstance(c, list) and c and isinstance(c[0], str) for c in commands
-    ):
+    if not isinstance(commands, list):
         return None
+    for command in commands:  # a loop, not all(<genexpr>): this runs after every stretch
+        if not isinstance(command, list) or not command or not isinstance(command[0], str):
+            return None
     return commands
 
 

@@ -50,6 +50,21 @@ def _forbidden(spelling: str, hint: str, original: Callable[..., Any]) -> Callab
     return replacement
 
 
+_MADE: dict[tuple[str, str], tuple[Callable[..., Any], Callable[..., Any]]] = {}
+"""The replacement made for each (module, attribute), with the original it wraps: every
+workflow activation installs the guard, and making 18 closures each time was a third of a
+fresh activation's Python work."""
+
+
+def _replacement(module: Any, attr: str, hint: str, original: Callable[..., Any]) -> Any:
+    key = (module.__name__, attr)
+    made = _MADE.get(key)
+    if made is None or made[0] is not original:
+        made = (original, _forbidden(f"{module.__name__}.{attr}()", hint, original))
+        _MADE[key] = made
+    return made[1]
+
+
 # (module, attribute, hint) for every plain function the guard replaces.
 _FUNCTIONS: tuple[tuple[Any, str, str], ...] = (
     (time, "time", "workflow.now()"),
@@ -135,8 +150,7 @@ def installed() -> Iterator[None]:
         for module, attr, hint in _FUNCTIONS:
             original = getattr(module, attr)
             saved.append((module, attr, original))
-            spelling = f"{module.__name__}.{attr}()"
-            setattr(module, attr, _forbidden(spelling, hint, original))
+            setattr(module, attr, _replacement(module, attr, hint, original))
         for attr, stand_in in _CLASSES:
             saved.append((datetime, attr, getattr(datetime, attr)))
             setattr(datetime, attr, stand_in)
