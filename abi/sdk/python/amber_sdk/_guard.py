@@ -50,18 +50,23 @@ def _forbidden(spelling: str, hint: str, original: Callable[..., Any]) -> Callab
     return replacement
 
 
-_MADE: dict[tuple[str, str], tuple[Callable[..., Any], Callable[..., Any]]] = {}
-"""The replacement made for each (module, attribute), with the original it wraps: every
-workflow activation installs the guard, and making 18 closures each time was a third of a
-fresh activation's Python work."""
+_MADE: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}
+"""By module name: the originals of its patched names, and the replacements made for them.
+Every workflow activation installs the guard; they are made again only when an original
+changed."""
 
 
-def _replacement(module: Any, attr: str, hint: str, original: Callable[..., Any]) -> Any:
-    key = (module.__name__, attr)
-    made = _MADE.get(key)
-    if made is None or made[0] is not original:
-        made = (original, _forbidden(f"{module.__name__}.{attr}()", hint, original))
-        _MADE[key] = made
+def _replacements(module: Any, hints: dict[str, str], originals: dict[str, Any]) -> dict[str, Any]:
+    made = _MADE.get(module.__name__)
+    if made is None or made[0] != originals:  # `==` on functions is identity
+        made = (
+            originals,
+            {
+                attr: _forbidden(f"{module.__name__}.{attr}()", hint, originals[attr])
+                for attr, hint in hints.items()
+            },
+        )
+        _MADE[module.__name__] = made
     return made[1]
 
 
@@ -128,7 +133,15 @@ class _GuardedDatetime(_RealDatetime, metaclass=_DelegatingMeta):
         _refuse("datetime.datetime.today()", "workflow.now()")
 
 
-_CLASSES: tuple[tuple[str, type], ...] = (("date", _GuardedDate), ("datetime", _GuardedDatetime))
+_CLASSES: dict[str, type] = {"date": _GuardedDate, "datetime": _GuardedDatetime}
+"""The `datetime` module's names the guard points at its stand-ins."""
+
+_BY_MODULE: tuple[tuple[Any, dict[str, str]], ...] = tuple(
+    (module, {attr: hint for m, attr, hint in _FUNCTIONS if m is module})
+    for module in dict.fromkeys(m for m, _, _ in _FUNCTIONS)
+)
+"""`_FUNCTIONS` by module, in order: the guard swaps each module's names in one update of its
+namespace (an attribute at a time was most of a fresh activation's guard cost)."""
 
 _depth = 0
 
@@ -145,18 +158,19 @@ def installed() -> Iterator[None]:
         finally:
             _depth -= 1
         return
-    saved: list[tuple[Any, str, Any]] = []
+    saved: list[tuple[dict[str, Any], dict[str, Any]]] = []
     try:
-        for module, attr, hint in _FUNCTIONS:
-            original = getattr(module, attr)
-            saved.append((module, attr, original))
-            setattr(module, attr, _replacement(module, attr, hint, original))
-        for attr, stand_in in _CLASSES:
-            saved.append((datetime, attr, getattr(datetime, attr)))
-            setattr(datetime, attr, stand_in)
+        for module, hints in _BY_MODULE:
+            space = vars(module)
+            originals = {attr: space[attr] for attr in hints}
+            saved.append((space, originals))
+            space.update(_replacements(module, hints, originals))
+        space = vars(datetime)
+        saved.append((space, {attr: space[attr] for attr in _CLASSES}))
+        space.update(_CLASSES)
         _depth = 1
         yield
     finally:
         _depth = 0
-        for module, attr, original in reversed(saved):
-            setattr(module, attr, original)
+        for space, originals in reversed(saved):
+            space.update(originals)
