@@ -239,6 +239,7 @@ SAMPLES: list[Any] = [
     {f"k{i}": i for i in range(65536)},
     {"nested": {"list": [1, "two", b"three", None, [True, {"deep": -5}]]}, "f": 2.5},
     {1: "int key", -2: "negative"},
+    {None: "nil key", True: "bool key", b"k": "bin key", "é": "non-ASCII key"},
 ]
 
 
@@ -322,6 +323,10 @@ def test_msgpack_encodes_tuples_as_arrays_and_byte_likes_as_bin() -> None:
         (b"\xd4\x01\x00", "ext"),
         (b"\xc7\x01\x05\x00", "ext"),
         (b"\xa1\xff", "UTF-8"),
+        (b"\x81\xa1\xff\x01", "UTF-8"),  # a map key read on the map's own fast path
+        (b"\x81\xa3ab", "truncated"),  # a map key cut short
+        (b"\x81\xc4\x05ab", "truncated"),  # a bin8 cut short
+        (b"\x81\xc1\x01", "never used"),
         (b"\x82\xa1a\x01\xa1a\x02", "repeats"),
         (b"\x81\x90\x01", "map key"),
         (b"\x91" * 200 + b"\xc0", "deeper"),

@@ -136,30 +136,28 @@ def _pack(value: Any, out: bytearray, depth: int) -> None:
 
 
 def _pack_array(value: list[Any] | tuple[Any, ...], out: bytearray, depth: int) -> None:
-    if depth >= MAX_DEPTH:
-        raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
-    n = len(value)
-    if n <= 15:
-        out.append(0x90 | n)
-    else:
-        _pack_header(n, out, 0x90, 15, None, 0xDC, 0xDD)
+    _open(len(value), out, depth, 0x90, 0xDC, 0xDD)
     depth += 1
     for item in value:
         _pack(item, out, depth)
 
 
 def _pack_map(value: dict[Any, Any], out: bytearray, depth: int) -> None:
-    if depth >= MAX_DEPTH:
-        raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
-    n = len(value)
-    if n <= 15:
-        out.append(0x80 | n)
-    else:
-        _pack_header(n, out, 0x80, 15, None, 0xDE, 0xDF)
+    _open(len(value), out, depth, 0x80, 0xDE, 0xDF)
     depth += 1
     for key, item in value.items():
         _pack(key, out, depth)
         _pack(item, out, depth)
+
+
+def _open(n: int, out: bytearray, depth: int, fix: int, m16: int, m32: int) -> None:
+    """An array's or a map's header, at a depth still allowed."""
+    if depth >= MAX_DEPTH:
+        raise ValueError(f"msgpack: nesting deeper than {MAX_DEPTH}")
+    if n <= 15:
+        out.append(fix | n)
+    else:
+        _pack_header(n, out, fix, 15, None, m16, m32)
 
 
 def _pack_str(value: str, out: bytearray) -> None:
