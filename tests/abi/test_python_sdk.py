@@ -1565,8 +1565,9 @@ def test_declare_refuses_what_json_cannot_hold() -> None:
 
 def test_the_build_s_warm_up_runs_the_sdk_s_path_and_leaves_nothing_behind() -> None:
     """`amber build` calls `warm_up` in the entry module so the snapshot holds the SDK's path
-    warm: it runs on a workflow and activity of its own, never the module's, and afterwards the
-    registry and the SDK's per-activation state are as they were."""
+    warm, a live instance's path included: it runs on a workflow and activity of its own, never
+    the module's, and afterwards the registry and the SDK's per-activation state are as they
+    were."""
     from amber_sdk import _activity, _entry, _guard, _replay, _warmup
 
     before = (set(_registry.current().workflows), set(_registry.current().activities))
@@ -1583,7 +1584,9 @@ def test_the_build_s_warm_up_runs_the_sdk_s_path_and_leaves_nothing_behind() -> 
         _warmup.warm_up(rounds=2)
     finally:
         _entry.run_workflow = original  # type: ignore[assignment]
-    assert seen == ["suspended", "suspended", "completed"] * 2  # a whole run, each round
+    # Each round: a whole run from the top at each of its cuts, then one run on a live
+    # instance (its waits answered with deltas) to its end.
+    assert seen == ["suspended", "suspended", "completed", "completed"] * 2
     assert (set(_registry.current().workflows), set(_registry.current().activities)) == before
     assert _warmup._WORKFLOW not in _registry.current().workflows
     assert (_replay._current, _activity._current, _guard._depth) == (None, None, 0)

@@ -6,7 +6,9 @@ bytecode and fills its inline caches as code runs, so in each fresh instance the
 decoding envelopes, building commands, the activation machinery, encoding the output — would
 start cold. `warm_up` runs that path a few dozen times in the build, on a workflow and an
 activity of the SDK's own in a registry of their own, so the snapshot holds it warm (a trivial
-workflow's fresh activation: about a fifth less fuel, 15 % less time, measured here).
+workflow's fresh activation: about a fifth less fuel, 15 % less time, measured here). It runs
+a live instance's path too (a wait answered with a delta): without it, a run's first live
+steps each cost about 8 % more fuel than its later ones.
 
 What it must not do, and does not: run the module's own workflows or activities (whatever they
 keep in module state would then be in every instance), or leave SDK state behind (the registry
@@ -59,6 +61,27 @@ class _Host:
 
     def sleep(self, ms: int) -> None:
         pass
+
+
+class _LiveHost(_Host):
+    """A host that keeps the instance, as a worker's live instance does: each wait is answered
+    with a delta bringing the awaited activity's result (the path every step after a run's
+    first takes)."""
+
+    def __init__(self) -> None:
+        self.read = 0
+
+    def await_next(self, envelope: bytes) -> bytes | None:
+        waiting = len(_msgpack.decode(envelope)["commands"]) - 1
+        delta = {
+            "abi": ABI_VERSION,
+            "delta": True,
+            "from": self.read,
+            "more": [[waiting, 3 + 2 * waiting, 0, _msgpack.encode({"value": waiting + 1})]],
+            "recorded": waiting + 1,
+        }
+        self.read += 1
+        return _msgpack.encode(delta)
 
 
 def _chain(payload: dict[str, Any]) -> dict[str, Any]:
@@ -114,4 +137,5 @@ def warm_up(rounds: int = ROUNDS) -> None:
         for _ in range(rounds):
             for envelope in inputs:
                 _entry.run_workflow(_WORKFLOW, envelope, host)
+            _entry.run_workflow(_WORKFLOW, inputs[0], _LiveHost())
             _entry.run_activity(_ACTIVITY, _activity_input(1), host)
