@@ -86,7 +86,9 @@ class Outcome:
 
 
 class _Next(NamedTuple):
-    """The run's grown history, as an `await_next` answer brought it."""
+    """The run's grown history, as an `await_next` answer brought it. A tuple, not a frozen
+    dataclass: one is made on every live step, and a frozen dataclass's `__init__` costs a
+    Python call per field in the guest."""
 
     results: Mapping[int, Recorded]
     recorded: int | None
