@@ -43,6 +43,7 @@ from amber_sdk import (  # noqa: E402
     ParentClosePolicy,
     RetryPolicy,
     TimerCancelledError,
+    _envelopes,
     _msgpack,
     _registry,
     activity,
@@ -335,6 +336,55 @@ def test_msgpack_encodes_tuples_as_arrays_and_byte_likes_as_bin() -> None:
 def test_msgpack_refuses_malformed_input(data: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _msgpack.decode(data)
+
+
+def _read_next(data: bytes, *, fast: bool) -> tuple[str, Any]:
+    """`parse_next_input`'s answer (or its refusal), with or without its host-layout path."""
+    memo = _envelopes.results_memo()
+    original = _envelopes._host_delta
+    if not fast:
+        _envelopes._host_delta = lambda data: None  # type: ignore[assignment]
+    try:
+        return "ok", _envelopes.parse_next_input(data, memo)
+    except ValueError as exc:
+        return "refused", str(exc)
+    finally:
+        _envelopes._host_delta = original  # type: ignore[assignment]
+
+
+def test_a_delta_in_the_host_s_layout_reads_as_the_whole_document_path_reads_it() -> None:
+    """A live step reads the host's delta by its layout (keys compared, values decoded): on
+    deltas of every shape, and on each of them cut short or with a byte changed, it answers or
+    refuses exactly as decoding the whole document does."""
+    rng = random.Random(20261204)
+    values: list[Any] = [pack({"value": 1}), pack("x" * 300), None, ["Boom", "it broke"], b""]
+    deltas = []
+    for _ in range(60):
+        doc: dict[str, Any] = {
+            "abi": 1,
+            "delta": True,
+            "from": rng.choice([0, 1, 127, 128, 70_000]),
+            "more": [
+                [rng.randrange(0, 300), rng.randrange(0, 70_000), rng.choice([0, 1]), v]
+                for v in rng.sample(values, rng.randrange(0, 4))
+            ],
+            "recorded": rng.choice([0, 5, 300, 1 << 24]),
+        }
+        if rng.random() < 0.3:
+            doc["cancel"] = [rng.randrange(0, 500), "stop"]
+        deltas.append(pack(doc))
+    assert all(_envelopes._host_delta(data) is not None for data in deltas)  # the fast path
+    # Deltas in another layout: the whole-document path reads them.
+    deltas.append(pack({"abi": 1, "delta": True, "from": 0, "more": [], "recorded": 0, "x": 1}))
+    deltas.append(pack({"delta": True, "abi": 1, "from": 0, "more": [], "recorded": 0}))
+    assert _envelopes._host_delta(deltas[-1]) is None
+    for data in deltas:
+        variants = [data, *(data[:end] for end in range(len(data)))]
+        for at in range(len(data)):
+            for byte in (0x00, 0xC1, 0xFF, data[at] ^ 0x01):
+                variants.append(data[:at] + bytes([byte]) + data[at + 1 :])
+        for variant in variants:
+            assert _read_next(variant, fast=True) == _read_next(variant, fast=False), variant
 
 
 def test_msgpack_refuses_every_truncation_of_a_document() -> None:

@@ -203,9 +203,11 @@ def parse_workflow_input(data: bytes, memo: _msgpack.ItemMemo | None = None) -> 
 
 def parse_next_input(data: bytes, memo: _msgpack.ItemMemo) -> WorkflowInput | WorkflowDelta:
     """Read `await_next`'s answer: the run's whole next input envelope, or a delta."""
-    doc = _envelope(data, _WORKFLOW_INPUT, memo)
-    if doc.get("delta") is not True:
-        return _workflow_input(doc)
+    doc = _host_delta(data)
+    if doc is None:
+        doc = _envelope(data, _WORKFLOW_INPUT, memo)
+        if doc.get("delta") is not True:
+            return _workflow_input(doc)
     what = "await_next delta"
     start = _get(doc, "from", int, None, what)
     more = _get(doc, "more", list, None, what)
@@ -217,6 +219,38 @@ def parse_next_input(data: bytes, memo: _msgpack.ItemMemo) -> WorkflowInput | Wo
         recorded=_recorded(doc, None, what),
         cancel=_cancel(doc["cancel"], what) if "cancel" in doc else None,
     )
+
+
+_DELTA_KEYS = (b"\xa3abi\x01\xa5delta\xc3\xa4from", b"\xa4more", b"\xa8recorded", b"\xa6cancel")
+"""A delta's keys as the host writes them, in its order ("abi" and "delta" with their values)."""
+
+
+def _host_delta(data: bytes) -> dict[str, Any] | None:
+    """A delta's fields, where `data` is laid out as the host writes one (`{"abi": 1, "delta":
+    true, "from", "more", "recorded"}` and maybe "cancel", in that order): the values are read
+    with the codec, the keys only compared, which is most of a live step's decoding saved.
+    None for any other layout or a value the codec refuses: the whole-document path then reads
+    it, or says what is wrong with it."""
+    head, more, recorded, cancel = _DELTA_KEYS
+    fields = data[0] - 0x80 if data else 0
+    if not 5 <= fields <= 6 or not data.startswith(head, 1):
+        return None
+    try:
+        start, at = _msgpack.decode_at(data, 1 + len(head), 1)
+        if not data.startswith(more, at):
+            return None
+        items, at = _msgpack.decode_at(data, at + len(more), 1)
+        if not data.startswith(recorded, at):
+            return None
+        count, at = _msgpack.decode_at(data, at + len(recorded), 1)
+        doc = {"from": start, "more": items, "recorded": count}
+        if fields == 6:
+            if not data.startswith(cancel, at):
+                return None
+            doc["cancel"], at = _msgpack.decode_at(data, at + len(cancel), 1)
+    except ValueError:
+        return None
+    return doc if at == len(data) else None
 
 
 def _workflow_input(doc: dict[str, Any]) -> WorkflowInput:

@@ -23,6 +23,7 @@ __all__ = [
     "Packed",
     "PackedArray",
     "decode",
+    "decode_at",
     "decode_reusing",
     "encode",
 ]
@@ -257,6 +258,14 @@ def decode_reusing(data: bytes | bytearray | memoryview, memo: ItemMemo) -> Any:
     decoded with `memo` are taken from it, not decoded and converted again. `memo` then holds
     this document's items."""
     return _whole(_Reader(bytes(data), memo))
+
+
+def decode_at(data: bytes, pos: int, depth: int) -> tuple[Any, int]:
+    """The value that starts at offset `pos` of `data`, nested `depth` deep in its document,
+    and the offset after it (for a reader that knows the document's layout around its values)."""
+    reader = _Reader(data)
+    reader.pos = pos
+    return reader.value(depth), reader.pos
 
 
 def _whole(reader: _Reader) -> Any:
