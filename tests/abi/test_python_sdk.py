@@ -338,6 +338,24 @@ def test_msgpack_refuses_malformed_input(data: bytes, message: str) -> None:
         _msgpack.decode(data)
 
 
+@pytest.mark.parametrize("status", list(_envelopes.WorkflowStatus))
+def test_an_output_is_what_msgpack_writes_for_its_document(status: Any) -> None:
+    """The output's bytes, written in parts (a fixed head, the commands encoded once), are
+    msgpack's for the whole document, with and without a result or an error."""
+    from amber_sdk import _commands
+
+    issued = [_commands.activity("add", pack({"n": i}), None) for i in range(20)]
+    wire = [[str(c.kind), *c.fields] for c in issued]
+    packed = _msgpack.PackedArray()
+    for n in (0, 1, 16, 20):  # the array's header grows past 15 items
+        out = _envelopes.workflow_output(status, issued[:n], packed=packed)
+        assert out == pack({"status": str(status), "commands": wire[:n]})
+    done = _envelopes.workflow_output(status, issued, result=pack(1), error=("E", "m"))
+    assert done == pack(
+        {"status": str(status), "commands": wire, "result": pack(1), "error": ["E", "m"]}
+    )
+
+
 def _read_next(data: bytes, *, fast: bool) -> tuple[str, Any]:
     """`parse_next_input`'s answer (or its refusal), with or without its host-layout path."""
     memo = _envelopes.results_memo()

@@ -318,12 +318,22 @@ def workflow_output(
         packed = _msgpack.PackedArray()
     for command in commands[packed.count :]:
         packed.append(command.wire())
+    if result is None and error is None:  # every wait: the same two fields, then the array
+        return _TWO_FIELDS[status] + packed.packed().data
     doc: dict[str, object] = {"status": str(status), "commands": packed.packed()}
     if result is not None:
         doc["result"] = result
     if error is not None:
         doc["error"] = list(error)
     return _msgpack.encode(doc)
+
+
+_TWO_FIELDS = {
+    status: _msgpack.encode({"status": str(status), "commands": _msgpack.Packed(b"")})
+    for status in WorkflowStatus
+}
+"""An output's bytes up to its commands array, by status, where the output has no other field
+(what `encode` writes for those two fields, written once: a live step's output is one)."""
 
 
 def activity_completed(result: bytes) -> bytes:
