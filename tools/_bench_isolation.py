@@ -34,8 +34,9 @@ class IsolationOptions:
     poison_percent: int = 10
     """Poison runs started with a poisoned batch, as a share of its healthy runs."""
     rounds: int = 4
-    """Clean and poisoned batches, interleaved (a batch takes seconds, and this machine's
-    throughput drifts by a tenth between two of them: fewer rounds measured the drift)."""
+    """Clean and poisoned batches, interleaved, in alternating order (a batch takes seconds, and
+    this machine's throughput drifts by a tenth between two of them: fewer rounds, or the same
+    order in every round, measured the drift)."""
     diagnose_timeout_s: float = 120.0
     kinds: tuple[str, ...] = KINDS
     """The poison kinds started in turn (one kind alone shows what that kind costs)."""
@@ -52,21 +53,32 @@ def measure_isolation(
     poisoned: list[float] = []
     diagnosed: list[float] = []
     errors: list[str] = []
-    for round_ in range(options.rounds):
+    count = max(1, options.runs * options.poison_percent // 100)
+
+    def clean_batch(round_: int) -> None:
         jobs = [(f"{options.tag}-clean-{round_}-{i}", i) for i in range(options.runs)]
         clean.append(_rate(run_batch(jobs), options.runs, errors))
-        count = max(1, options.runs * options.poison_percent // 100)
+
+    def poisoned_batch(round_: int) -> None:
         started = [
             client.start_run("poisoned", {"kind": options.kinds[i % len(options.kinds)]}).run.run_id
             for i in range(count)
         ]
         jobs = [(f"{options.tag}-poison-{round_}-{i}", i) for i in range(options.runs)]
         poisoned.append(_rate(run_batch(jobs), options.runs, errors))
-        diagnosed += _wait_diagnosed(client, started, options.diagnose_timeout_s, errors)
+        diagnosed.extend(_wait_diagnosed(client, started, options.diagnose_timeout_s, errors))
+
+    for round_ in range(options.rounds):
+        # Clean first in even rounds, poisoned first in odd ones: a drift of the machine's
+        # speed over the phase then weighs on both kinds of batch alike.
+        pair = (clean_batch, poisoned_batch)
+        for batch in pair if round_ % 2 == 0 else reversed(pair):
+            batch(round_)
     ratio = statistics.mean(poisoned) / statistics.mean(clean) if min(clean) > 0 else None
     return {
         "healthy_runs_per_batch": options.runs,
-        "poison_runs_per_batch": max(1, options.runs * options.poison_percent // 100),
+        "poison_runs_per_batch": count,
+        "order": "clean batch first in even rounds, poisoned batch first in odd rounds",
         "rounds": options.rounds,
         "poison_kinds": list(options.kinds),
         "clean_workflows_per_s": [round(r, 2) for r in clean],
