@@ -109,6 +109,32 @@ class ActivationRequest:
     observer: HostCallObserver | None = None
     """Told about each host call as it ends (None: calls are only counted)."""
 
+    def narrowed(self, *, input: bytes, fuel: int, deadline_s: float) -> ActivationRequest:
+        """This request on another input, within less fuel and time: a live instance's next
+        stretch. `dataclasses.replace`'s result, built directly (it runs on every live step,
+        and `replace` costs about twice as much); a test holds the two equal."""
+        limits = self.limits
+        return ActivationRequest(
+            kind=self.kind,
+            digest=self.digest,
+            export=self.export,
+            input=input,
+            run_id=self.run_id,
+            step=self.step,
+            limits=SandboxLimits(
+                fuel=fuel,
+                memory_bytes=limits.memory_bytes,
+                deadline_s=deadline_s,
+                table_elements=limits.table_elements,
+                max_output_bytes=limits.max_output_bytes,
+            ),
+            query=self.query,
+            fresh=self.fresh,
+            sliced=self.sliced,
+            activity=self.activity,
+            observer=self.observer,
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RawOutput:

@@ -49,7 +49,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final
 
@@ -116,9 +116,11 @@ class _Seen:
             or later.recorded < len(issued)
         ):
             return False
-        values = {result[0]: result for result in later.results}
+        values: dict[Any, Any] | None = None  # read only for a run that took now/random
         for i, command in enumerate(issued):
             if command[0] in _HOST_VALUES:
+                if values is None:
+                    values = {result[0]: result for result in later.results}
                 result = values.get(i)
                 if result is None or result[2] != 0 or result[3] != command[1]:
                     return False
@@ -161,8 +163,16 @@ def _soon_resumed(issued: Sequence[Any], seen: _Seen) -> bool:
     """Whether a guest that issued `issued` on input `seen` waits for an activity or a child
     workflow, whose results come back in seconds. A run waiting only for a timer, a signal or
     an approval may wait for days, and its instance is not kept."""
+    # The commands past `seen.recorded` are new to history, so none has a result yet: what a
+    # step usually waits for is there, and the results need not be read at all.
+    for i in range(max(0, seen.recorded), len(issued)):
+        if issued[i][0] in _SOON:
+            return True
     answered = {result[0] for result in seen.results if result}
-    return any(c[0] in _SOON and i not in answered for i, c in enumerate(issued))
+    for i in range(min(seen.recorded, len(issued))):
+        if issued[i][0] in _SOON and i not in answered:
+            return True
+    return False
 
 
 class _Live:
@@ -245,10 +255,11 @@ class _Live:
         seconds = limits.deadline_s - self.seconds_spent
         if fuel <= 0 or seconds <= 0:
             return None
-        budget = replace(limits, fuel=fuel, deadline_s=seconds)
-        if not self.reads_delta:
-            return replace(request, limits=budget)
-        return replace(request, limits=budget, input=_delta(self.seen, later))
+        return request.narrowed(
+            input=_delta(self.seen, later) if self.reads_delta else request.input,
+            fuel=fuel,
+            deadline_s=seconds,
+        )
 
     def _main(self, request: ActivationRequest) -> None:
         try:
