@@ -56,7 +56,7 @@ from amber.runtime.client import AmberClient, decode
 from ._bench_auth import measure_auth
 from ._bench_commit_rate import measure_commit_rate
 from ._bench_idle import PARK_SOURCE, IdleOptions, measure_idle_cost
-from ._bench_isolation import KINDS, IsolationOptions, measure_isolation
+from ._bench_isolation import ISOLATION_ROUNDS, KINDS, IsolationOptions, measure_isolation
 from ._bench_metrics import counter_deltas, scrape_counters
 from ._bench_python import (
     PYTHON_CHAIN_SOURCE,
@@ -124,6 +124,8 @@ class BenchOptions:
     """Healthy runs per batch of the isolation phase, beside 10 % poison runs (0: skip it)."""
     isolation_kinds: tuple[str, ...] = KINDS
     """The poison kinds of the isolation phase, started in turn."""
+    isolation_rounds: int = ISOLATION_ROUNDS
+    """Rounds of the isolation phase (a clean and a poisoned batch each)."""
     worker_fuel: int | None = None
     """The workers' fuel budget per activation (`amber worker --fuel`; None: its default)."""
     worker_args: tuple[str, ...] = ()
@@ -437,7 +439,8 @@ def _isolation_phase(
     poisoned tasks as in production."""
     progress(
         f"isolation: {options.isolation_runs} healthy runs per batch, clean and beside 10 %"
-        f" poison runs ({', '.join(options.isolation_kinds)}), interleaved"
+        f" poison runs ({', '.join(options.isolation_kinds)}), {options.isolation_rounds} rounds"
+        " after a warm-up batch"
     )
     worker = setup.workers[0]
     surgeon = _spawn(
@@ -453,7 +456,10 @@ def _isolation_phase(
         return _run_batch(client, jobs, 3, options.timeout_s, options.w)
 
     phase = IsolationOptions(
-        runs=options.isolation_runs, kinds=options.isolation_kinds, tag=f"bench-{tag}-iso"
+        runs=options.isolation_runs,
+        rounds=options.isolation_rounds,
+        kinds=options.isolation_kinds,
+        tag=f"bench-{tag}-iso",
     )
     return measure_isolation(client, batch, phase, tmp)
 

@@ -22,6 +22,9 @@ from ._build import build_module
 
 POISON_SOURCE: Final = Path(abi.__file__).resolve().parent / "samples" / "poison.c"
 KINDS: Final = ("trap", "fuel", "memory")
+ISOLATION_ROUNDS: Final = 6
+"""Rounds by default: a batch's throughput varies by about a tenth here, so four rounds left
+the ratio good to about ±0.05."""
 
 RunBatch = Callable[[Sequence[tuple[str, int]]], dict[str, Any]]
 """Start healthy runs `(workflow_id, value)` and wait for them all (the bench's `_run_batch`)."""
@@ -33,7 +36,7 @@ class IsolationOptions:
     """Healthy runs per batch."""
     poison_percent: int = 10
     """Poison runs started with a poisoned batch, as a share of its healthy runs."""
-    rounds: int = 4
+    rounds: int = ISOLATION_ROUNDS
     """Clean and poisoned batches, interleaved, in alternating order (a batch takes seconds, and
     this machine's throughput drifts by a tenth between two of them: fewer rounds, or the same
     order in every round, measured the drift)."""
@@ -68,6 +71,13 @@ def measure_isolation(
         poisoned.append(_rate(run_batch(jobs), options.runs, errors))
         diagnosed.extend(_wait_diagnosed(client, started, options.diagnose_timeout_s, errors))
 
+    # Not counted: a warm-up (in one run here the phase's first batch was its slowest, 66.5
+    # wf/s against 79-91 for the next clean ones).
+    warmup = _rate(
+        run_batch([(f"{options.tag}-warmup-{i}", i) for i in range(options.runs)]),
+        options.runs,
+        errors,
+    )
     for round_ in range(options.rounds):
         # Clean first in even rounds, poisoned first in odd ones: a drift of the machine's
         # speed over the phase then weighs on both kinds of batch alike.
@@ -80,10 +90,16 @@ def measure_isolation(
         "poison_runs_per_batch": count,
         "order": "clean batch first in even rounds, poisoned batch first in odd rounds",
         "rounds": options.rounds,
+        "warmup_workflows_per_s": round(warmup, 2),
         "poison_kinds": list(options.kinds),
         "clean_workflows_per_s": [round(r, 2) for r in clean],
         "poisoned_workflows_per_s": [round(r, 2) for r in poisoned],
         "isolation_ratio": None if ratio is None else round(ratio, 3),
+        "round_ratios": [
+            round(p / c, 3) if c else None for p, c in zip(poisoned, clean, strict=True)
+        ],
+        "round_ratios_note": "each round's poisoned over clean batch: how far one round's"
+        " ratio strays from the phase's (the ratio of the means)",
         "time_to_diagnosis_s": {
             "p50": round(statistics.median(diagnosed), 2) if diagnosed else None,
             "max": round(max(diagnosed), 2) if diagnosed else None,

@@ -141,6 +141,11 @@ def register(
         help="healthy runs per batch of the isolation phase, beside 10 %% poison runs (0: skip)",
     )
     parser.add_argument(
+        "--isolation-rounds",
+        type=int,
+        help="rounds of the isolation phase, each a clean and a poisoned batch (default: 6)",
+    )
+    parser.add_argument(
         "--isolation-kinds",
         metavar="KIND,...",
         help="poison kinds of the isolation phase, started in turn, from trap, fuel and memory"
@@ -194,6 +199,14 @@ def _configs(engine: str) -> Callable[[str], tuple[str, ...]]:
     return parse
 
 
+def _isolation_rounds(given: int | None, default: int) -> int:
+    if given is None:
+        return default
+    if given < 1:
+        raise InvalidInput(f"--isolation-rounds takes a count of at least 1, not {given}")
+    return given
+
+
 def _isolation_kinds(text: str | None, known: tuple[str, ...]) -> tuple[str, ...]:
     if text is None:
         return known
@@ -209,7 +222,7 @@ def bench(args: argparse.Namespace) -> int:
     side-by-side table, write the JSON; exit status 1 if any run or the asked-for peers failed.
     """
     from . import _bench  # wasmtime, psycopg: loaded only when the verb runs
-    from ._bench_isolation import KINDS
+    from ._bench_isolation import ISOLATION_ROUNDS, KINDS
 
     peers = None
     if args.peers:  # checked before the long run, so a mistake costs nothing
@@ -246,6 +259,7 @@ def bench(args: argparse.Namespace) -> int:
         recovery_runs=args.recovery_runs,
         isolation_runs=args.isolation_runs,
         isolation_kinds=_isolation_kinds(args.isolation_kinds, KINDS),
+        isolation_rounds=_isolation_rounds(args.isolation_rounds, ISOLATION_ROUNDS),
         worker_fuel=args.worker_fuel,
         worker_args=(("--unary",) if args.worker_unary else ())
         + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky)))

@@ -85,6 +85,7 @@ def bench(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
         *("--stats-settle", "1.5", "--commit-probe", "0.5", "--output", str(output)),
         *("--idle-runs", str(IDLE_RUNS), "--recovery-runs", str(RECOVERY_RUNS)),
         *("--sandbox-repetitions", "20", "--isolation-runs", str(ISOLATION_RUNS)),
+        *("--isolation-rounds", "2"),
         *("--python-runs", str(PYTHON_RUNS), "--python-idle-runs", str(PYTHON_IDLE_RUNS)),
     ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=420)
@@ -175,7 +176,10 @@ def test_the_isolation_phase_measures_healthy_throughput_beside_poison_runs(
     assert isolation["errors"] == []
     assert isolation["healthy_runs_per_batch"] == ISOLATION_RUNS
     assert isolation["poison_kinds"] == ["trap", "fuel", "memory"]  # all three by default
-    assert len(isolation["clean_workflows_per_s"]) == len(isolation["poisoned_workflows_per_s"])
+    assert isolation["rounds"] == 2 and isolation["warmup_workflows_per_s"] > 0
+    assert (
+        len(isolation["clean_workflows_per_s"]) == len(isolation["poisoned_workflows_per_s"]) == 2
+    )
     assert all(r > 0 for r in isolation["clean_workflows_per_s"])
     assert isolation["isolation_ratio"] > 0
     diagnosis = isolation["time_to_diagnosis_s"]
