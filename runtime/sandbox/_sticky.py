@@ -56,6 +56,7 @@ from typing import Any, Final
 from amber.abi import ABI_VERSION, NotMsgpack, pack, unpack
 from amber.runtime.model import GuestFault, SandboxBusy, Wakeup
 
+from . import _samecpu
 from ._host import ActivationKind
 from ._http import HttpPolicy
 from ._sandbox import ActivationRequest, RawOutput, Sandbox, _Slice
@@ -205,6 +206,8 @@ class _Live:
         self._evict = False
         self._answer: RawOutput | BaseException | None = None
         self._parked = False
+        self._native_id = 0
+        """Its thread's id with the kernel (set by the thread itself, before it first parks)."""
         self._thread = threading.Thread(
             target=self._main, args=(request,), name="amber-sticky", daemon=True
         )
@@ -219,9 +222,13 @@ class _Live:
         parked again."""
         self._parked = False
         self._next = request
+        _samecpu.pull(self._native_id)  # the guest's turn and the answer: each on this CPU
         self._to_guest.wake()
         self.seen = seen
-        return self._wait_answer()
+        try:
+            return self._wait_answer()
+        finally:
+            _samecpu.let_go()
 
     def evict(self) -> None:
         """Unwind the parked guest (at once if it is parked; its thread then ends)."""
@@ -262,6 +269,7 @@ class _Live:
         )
 
     def _main(self, request: ActivationRequest) -> None:
+        self._native_id = threading.get_native_id()
         try:
             with self._lock:
                 raw = self._sandbox.run_live(request, self)
@@ -289,6 +297,7 @@ class _Live:
             self._to_caller.wake()
             while self._next is None and not self._evict:
                 self._to_guest.wait()
+            _samecpu.let_go()
             request, evict = self._next, self._evict
         finally:
             self._lock.acquire()
