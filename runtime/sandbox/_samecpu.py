@@ -51,37 +51,41 @@ def _getcpu() -> Callable[[], int] | None:
 
 _ALLOWED: Final = _allowed()
 _GETCPU: Final = _getcpu() if len(_ALLOWED) > 1 else None
-_enabled = _GETCPU is not None
+_pulling = _GETCPU is not None
+"""Whether `pull` ties threads (off for good after a refusal)."""
+_restoring = _GETCPU is not None
+"""Whether `let_go` unties: it stays on after `pull` stops, so a thread tied before that is
+still untied."""
 
 
 def pull(native_id: int) -> None:
     """Before waking thread `native_id` (blocked, about to get its turn): let it and the calling
     thread run only on the calling thread's CPU until each calls `let_go`."""
-    global _enabled
-    if not _enabled or _GETCPU is None:
+    global _pulling
+    if not _pulling or _GETCPU is None:
         return
-    here = (_GETCPU(),)
     try:
+        here = (_GETCPU(),)
         os.sched_setaffinity(native_id, here)
         os.sched_setaffinity(0, here)
     except ProcessLookupError:  # it ended meanwhile: nothing to hand over
         pass
-    except OSError:
-        _enabled = False
+    except (OSError, ValueError):  # refused, or `sched_getcpu` failed (-1)
+        _pulling = False
 
 
 def let_go() -> None:
     """Once running again after a `pull`: the calling thread may run on any CPU the process may
     use."""
-    global _enabled
-    if not _enabled:
+    global _pulling, _restoring
+    if not _restoring:
         return
     try:
         os.sched_setaffinity(0, _ALLOWED)
     except OSError:
-        _enabled = False
+        _pulling = _restoring = False
 
 
 def enabled() -> bool:
-    """Whether `pull` and `let_go` act (Linux, more than one CPU allowed, nothing refused)."""
-    return _enabled
+    """Whether `pull` acts (Linux, more than one CPU allowed, nothing refused)."""
+    return _pulling

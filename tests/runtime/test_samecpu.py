@@ -57,3 +57,20 @@ def test_a_thread_that_is_gone_is_no_reason_to_stop_handing_over() -> None:
         _samecpu.let_go()
     assert _samecpu.enabled()
     assert os.sched_getaffinity(0) == set(_samecpu._ALLOWED)
+
+
+def test_after_a_refused_pull_threads_tied_before_are_still_untied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    allowed = os.sched_getaffinity(0)
+    monkeypatch.setattr(_samecpu, "_pulling", True)  # restored after the test
+    monkeypatch.setattr(_samecpu, "_restoring", True)
+    os.sched_setaffinity(0, {min(allowed)})  # as an earlier pull left this thread
+    monkeypatch.setattr(_samecpu, "_GETCPU", lambda: -1)  # sched_getcpu failing
+    try:
+        _samecpu.pull(threading.get_native_id())
+        assert not _samecpu.enabled()
+        _samecpu.let_go()
+        assert os.sched_getaffinity(0) == allowed
+    finally:
+        os.sched_setaffinity(0, allowed)
