@@ -20,8 +20,10 @@ a call here). Rejected: tying the two threads to one CPU for good (a worker's pa
 would then crowd one CPU); tying only the woken thread (the answer's way back then woke the
 caller on the idle CPU again; measured slower).
 
-Best effort: where the calls are missing (not Linux, one CPU) or refused (a CPU set that
-changed under the process), both functions do nothing from then on.
+Best effort: where the calls are missing (not Linux, one CPU), both functions do nothing; once
+a tie is refused (a CPU set that changed under the process, a failed `sched_getcpu`), `pull`
+does nothing from then on and `let_go` goes on untying the threads tied before, until it is
+refused itself.
 """
 
 from __future__ import annotations
