@@ -36,6 +36,13 @@ from typing import Any, Final
 
 from amber.versions import WASMTIME_VERSION
 
+try:  # read once here: the string converters below run on every host call that takes them
+    from wasmtime import _ffi as _ffi
+    from wasmtime.component._types import OptionType as _OptionType
+    from wasmtime.component._types import String as _String
+except ImportError:  # another wasmtime-py: `_install` patches nothing, so nothing uses them
+    pass
+
 _SUPPORTED_MAJOR: Final = "50"
 
 
@@ -98,15 +105,11 @@ def _install() -> bool:
 
 
 def _is_string(ty: Any) -> bool:
-    from wasmtime.component._types import String
-
-    return type(ty) is String
+    return type(ty) is _String
 
 
 def _is_option_of_string(ty: Any) -> bool:
-    from wasmtime.component._types import OptionType
-
-    return type(ty) is OptionType and _is_string(ty.payload)
+    return type(ty) is _OptionType and _is_string(ty.payload)
 
 
 class _StringParam:
@@ -115,8 +118,7 @@ class _StringParam:
     __slots__ = ()
 
     def convert_from_c(self, c: Any) -> str:
-        from wasmtime import _ffi as ffi
-
+        ffi = _ffi
         if c.kind != ffi.WASMTIME_COMPONENT_STRING.value:
             raise TypeError("expected a string value")
         vec = c.of.string
@@ -133,12 +135,11 @@ class _OptionalStringResult:
     __slots__ = ()
 
     def convert_to_c(self, _store: Any, val: str | None, ptr: Any) -> None:
-        from wasmtime import _ffi as ffi
-
+        ffi = _ffi
         if val is None:
             option = None
         else:
-            if type(val) is not str:
+            if not isinstance(val, str):  # wasmtime-py takes a str subclass too
                 raise ValueError("value not valid for this variant")
             data = val.encode("utf-8")
             raw = ffi.wasmtime_component_val_t()
