@@ -18,6 +18,13 @@ does not come after the old ones — projects from the top, so the answer is alw
 Outputs: every output lists each command since the run's start; the commands the run's last
 output held are taken over where this one begins with their bytes (`KnownCommands`).
 
+Checks: the determinism check compares every recorded command with the guest's at its position.
+Where both are the very objects a passed check of the run's last activation compared (the
+projection and the output's commands both go on from the last ones), they still agree, so the
+check starts after them (`agreed`, `note_agreed`): a step's check then costs the new commands,
+not the run's length. Identity, never equality, decides: anything re-projected or re-decoded is
+compared again.
+
 Bounds: `runs` runs (least recently used out first) and `max_events` events held across them;
 a history longer than a tenth of that is not kept, nor an output's commands past
 `MAX_KNOWN_BYTES`.
@@ -32,9 +39,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from amber.abi import NOTHING_KNOWN, KnownCommands, WorkflowOutcome, decode_workflow_output_after
+from amber.abi import (
+    NOTHING_KNOWN,
+    Command,
+    KnownCommands,
+    WorkflowOutcome,
+    decode_workflow_output_after,
+)
 from amber.history import Event
-from amber.runtime.model import Projection, extend_projection, project
+from amber.runtime.model import Projection, RecordedCommand, extend_projection, project
 
 RUNS: Final = 256
 MAX_EVENTS: Final = 200_000
@@ -47,6 +60,9 @@ class _Entry:
     events: Sequence[Event]
     projection: Projection
     known: KnownCommands = NOTHING_KNOWN
+    agreed: tuple[tuple[RecordedCommand, ...], tuple[Command, ...]] = ((), ())
+    """The recorded and issued commands a passed determinism check found equal, position by
+    position."""
 
 
 class ReplayMemo:
@@ -76,12 +92,14 @@ class ReplayMemo:
         extended = projection is not None
         if projection is None:
             projection = project(events)
-        known = entry.known if entry is not None else NOTHING_KNOWN
         with self._lock:
             self.extended += extended
             self.projected += not extended
             if len(events) <= self._max_events // 10:
-                self._keep(run_id, _Entry(events, projection, known))
+                if entry is None:
+                    self._keep(run_id, _Entry(events, projection))
+                else:
+                    self._keep(run_id, _Entry(events, projection, entry.known, entry.agreed))
         return projection
 
     def decode(self, run_id: str, raw: bytes) -> WorkflowOutcome:
@@ -97,8 +115,41 @@ class ReplayMemo:
             entry = self._entries.get(run_id)
             if entry is not None:
                 kept = now_known if len(now_known.raw) <= MAX_KNOWN_BYTES else NOTHING_KNOWN
-                self._entries[run_id] = _Entry(entry.events, entry.projection, kept)
+                self._entries[run_id] = _Entry(entry.events, entry.projection, kept, entry.agreed)
         return outcome
+
+    def agreed(
+        self, run_id: str, recorded: Sequence[RecordedCommand], issued: Sequence[Command]
+    ) -> int:
+        """How many leading positions of `recorded` and `issued` a passed check of the run
+        already found equal: they hold the very objects it compared (0: check from the top)."""
+        with self._lock:
+            entry = self._entries.get(run_id)
+        if entry is None:
+            return 0
+        old_recorded, old_issued = entry.agreed
+        n = len(old_recorded)
+        if (
+            n == 0
+            or len(recorded) < n
+            or len(issued) < n
+            or not all(map(operator.is_, recorded[:n], old_recorded))
+            or not all(map(operator.is_, issued[:n], old_issued))
+        ):
+            return 0
+        return n
+
+    def note_agreed(
+        self, run_id: str, recorded: Sequence[RecordedCommand], issued: Sequence[Command]
+    ) -> None:
+        """Remember that the determinism check found `recorded` and `issued` equal at every
+        position both have."""
+        n = min(len(recorded), len(issued))
+        with self._lock:
+            entry = self._entries.get(run_id)
+            if entry is not None:
+                agreed = (tuple(recorded[:n]), tuple(issued[:n]))
+                self._entries[run_id] = _Entry(entry.events, entry.projection, entry.known, agreed)
 
     def drop(self, run_id: str) -> None:
         """Forget the run (it closed)."""

@@ -10,6 +10,7 @@ recorded ones, and the rest are new. The same function serves live workers and o
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -218,21 +219,26 @@ def _check_new_commands(
             raise violation(f"cancel_timer names command {command.timer_cmd}, which is no timer")
     if outcome.status is WorkflowStatus.SUSPENDED:
         resolved = projection.resolved()
-        pending = [
-            i
-            for i, c in enumerate(outcome.commands)
-            if isinstance(c, _AWAITABLE) and i not in resolved
-        ]
-        if not pending:
+        # The new commands first: a step usually waits for one it has just issued.
+        order = itertools.chain(
+            enumerate(new_commands, first_new), enumerate(outcome.commands[:first_new])
+        )
+        if not any(isinstance(c, _AWAITABLE) and i not in resolved for i, c in order):
             raise violation("suspended although every command it issued has its result")
 
 
 def check_determinism(
-    activation: WorkflowActivation, projection: Projection, outcome: WorkflowOutcome
+    activation: WorkflowActivation,
+    projection: Projection,
+    outcome: WorkflowOutcome,
+    *,
+    start: int = 0,
 ) -> None:
-    """Raise `NonDeterminism` at the first position where the guest and history disagree."""
+    """Raise `NonDeterminism` at the first position where the guest and history disagree.
+    `start`: positions before it are known to agree (`ReplayMemo.agreed`)."""
     recorded = projection.commands
-    for position, command in enumerate(outcome.commands[: len(recorded)]):
+    for position in range(start, min(len(recorded), len(outcome.commands))):
+        command = outcome.commands[position]
         # Commands compare as replay means it (abi: options and close policies are left out);
         # a replayed now/random must hand back exactly the recorded value.
         if recorded[position].command != command:
@@ -337,7 +343,12 @@ def _checked(
     """The guest's outcome and new commands, checked against its history."""
     first_new = len(projection.commands)
     outcome = _decode(raw, activation, memo)
-    check_determinism(activation, projection, outcome)
+    if memo is None:
+        check_determinism(activation, projection, outcome)
+    else:
+        start = memo.agreed(activation.run_id, projection.commands, outcome.commands)
+        check_determinism(activation, projection, outcome, start=start)
+        memo.note_agreed(activation.run_id, projection.commands, outcome.commands)
     new_commands = _host_values(outcome.commands[first_new:], raw, activation)
     _check_new_commands(sandbox, activation, projection, outcome, new_commands)
     return outcome, new_commands

@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,12 @@ import msgpack
 import pytest
 
 from amber.abi import ActivityOptions, RecordNow, RecordRandom, ScheduleActivity, WorkflowStatus
-from amber.history import ActivityScheduled, Event, EventType, MarkerRecorded
+from amber.history import ActivityScheduled, Event, EventType, MarkerRecorded, RunStarted
 from amber.runtime.client._client import decode
+from amber.runtime.model import RecordedCommand
 from amber.runtime.model._clock import from_ms, to_ms
 from amber.runtime.model._faults import NonDeterminism
+from amber.runtime.replay import ReplayMemo
 from amber.runtime.replay._replay import WorkflowActivation, activate_workflow
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from tests.conftest import InProcessServer
@@ -174,6 +177,55 @@ def test_a_reordered_variant_fails_with_a_typed_non_determinism_error(
     message = str(error)
     for part in (run_id, "command 1", "reserve_inventory", "charge_payment", variant[:12]):
         assert part in message
+
+
+def test_a_memo_that_saw_the_run_agree_still_catches_an_early_divergence(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    """The worker's memo lets a step's check skip the positions its last check compared, but
+    only where both sides are the very objects compared: a variant that diverges at position 1,
+    after every earlier step of the run agreed, is still caught there."""
+    run_id, workflow_type, events = _load("orders_shipped")
+    digest = hashlib.sha256(modules["orders"]).hexdigest()
+    memo = ReplayMemo()
+    cuts = [n for n, e in enumerate(events, 1) if e.type is EventType.ACTIVITY_COMPLETED]
+    for cut in cuts:
+        activate_workflow(
+            sandbox, _activation(run_id, workflow_type, events[:cut], digest), memo=memo
+        )
+    projection = memo.project(run_id, events[: cuts[-1]])
+    assert memo.agreed(run_id, projection.commands, [c.command for c in projection.commands]) == 0
+    variant = hashlib.sha256(modules["orders_reordered"]).hexdigest()
+    with pytest.raises(NonDeterminism) as caught:
+        activate_workflow(sandbox, _activation(run_id, workflow_type, events, variant), memo=memo)
+    assert caught.value.position == 1
+
+
+def test_the_memo_skips_only_positions_holding_the_objects_it_saw_agree() -> None:
+    recorded = tuple(
+        RecordedCommand(cmd=i, seq=i + 2, command=ScheduleActivity(name=f"a{i}", args=b"\x90"))
+        for i in range(3)
+    )
+    issued = tuple(r.command for r in recorded)
+    events = (
+        Event.of(
+            run_id="r",
+            seq=1,
+            payload=RunStarted(workflow_type="w", workflow_id="r", tenant="", input=b"\x90"),
+            digest="d",
+            created_at=from_ms(0),
+        ),
+    )
+    memo = ReplayMemo()
+    memo.project("r", events)
+    assert memo.agreed("r", recorded, issued) == 0  # nothing checked yet
+    memo.note_agreed("r", recorded[:2], issued)
+    assert memo.agreed("r", recorded, issued) == 2
+    assert memo.agreed("r", recorded[:1], issued) == 0  # history shorter than what agreed
+    equal_copies = tuple(replace(c) for c in issued)
+    assert equal_copies == issued
+    assert memo.agreed("r", recorded, equal_copies) == 0  # equal is not enough: the same ones
+    assert memo.agreed("other", recorded, issued) == 0
 
 
 def test_a_workflow_that_stops_short_of_its_history_is_non_deterministic(
