@@ -104,7 +104,7 @@ class _Seen:
             recorded=recorded if isinstance(recorded, int) else 0,
         )
 
-    def continued_by(self, later: _Seen, issued: Sequence[Any]) -> bool:
+    def continued_by(self, later: _Seen, issued: _Issued) -> bool:
         """Whether `later` is this input with history grown, and records every command the
         guest issued since (`issued`, from its last output) with the values it used. A `now`
         or `random` value is the host's: if another activation's was recorded instead (this
@@ -114,33 +114,54 @@ class _Seen:
             len(later.results) < n
             or later.results[:n] != self.results
             or (self.cancel is not None and later.cancel != self.cancel)
-            or later.recorded < len(issued)
+            or later.recorded < len(issued.commands)
         ):
             return False
-        values: dict[Any, Any] | None = None  # read only for a run that took now/random
-        for i, command in enumerate(issued):
-            if command[0] in _HOST_VALUES:
-                if values is None:
-                    values = {result[0]: result for result in later.results}
-                result = values.get(i)
-                if result is None or result[2] != 0 or result[3] != command[1]:
-                    return False
+        if not issued.host_valued:
+            return True
+        values = {result[0]: result for result in later.results}
+        for i in issued.host_valued:
+            result = values.get(i)
+            if result is None or result[2] != 0 or result[3] != issued.commands[i][1]:
+                return False
         return True
 
 
-def _issued(output: bytes) -> list[Any] | None:
-    """The commands a waiting guest handed over (None: not an envelope to go on from)."""
-    try:
-        doc = unpack(output, what="output envelope")
-        commands = doc["commands"]
-    except (NotMsgpack, KeyError, TypeError):
-        return None
-    if not isinstance(commands, list):
-        return None
-    for command in commands:  # a loop, not all(<genexpr>): this runs after every stretch
-        if not isinstance(command, list) or not command or not isinstance(command[0], str):
+@dataclass(frozen=True, slots=True)
+class _Issued:
+    """The commands a waiting guest handed over in its last output, read as far as the
+    keeper needs them: each a non-empty array that begins with its kind."""
+
+    commands: list[Any]
+    host_valued: tuple[int, ...]
+    """Positions of its `now` and `random` commands."""
+
+    @classmethod
+    def read(cls, output: bytes, before: _Issued | None = None) -> _Issued | None:
+        """The commands of `output` (None: not an envelope to go on from). Where they begin
+        with `before`'s, which were read from the guest's last output, only the rest are
+        looked at: an output lists every command since the run's start."""
+        try:
+            doc = unpack(output, what="output envelope")
+            commands = doc["commands"]
+        except (NotMsgpack, KeyError, TypeError):
             return None
-    return commands
+        if not isinstance(commands, list):
+            return None
+        start, host_valued = 0, NOTHING_ISSUED.host_valued
+        if before is not None and commands[: len(before.commands)] == before.commands:
+            start, host_valued = len(before.commands), before.host_valued
+        found: list[int] = []
+        for i in range(start, len(commands)):  # a loop, not a <genexpr>: this runs every step
+            command = commands[i]
+            if not isinstance(command, list) or not command or not isinstance(command[0], str):
+                return None
+            if command[0] in _HOST_VALUES:
+                found.append(i)
+        return cls(commands, host_valued + tuple(found) if found else host_valued)
+
+
+NOTHING_ISSUED: Final = _Issued([], ())
 
 
 def _delta(seen: _Seen, later: _Seen) -> bytes:
@@ -186,7 +207,7 @@ class _Live:
         self.run_id = request.run_id
         self.digest = request.digest
         self.seen = seen
-        self.issued: list[Any] = []
+        self.issued = NOTHING_ISSUED
         """The commands of its last output: what it has issued so far."""
         self.reads_delta = sandbox.reads_delta(request.digest)
         """Its module reads delta answers: its next input need not repeat what it read."""
@@ -480,11 +501,11 @@ class StickySandbox:
     def _keep(self, live: _Live, parked: bool, raw: RawOutput) -> None:
         if not parked:
             return  # it ended: its thread is gone
-        issued = _issued(raw.envelope)
+        issued = _Issued.read(raw.envelope, live.issued)
         if (
             issued is None
             or live.memory_bytes > self._max_memory
-            or not (self._keep_long_waits or _soon_resumed(issued, live.seen))
+            or not (self._keep_long_waits or _soon_resumed(issued.commands, live.seen))
         ):
             self._drop(live)
             return

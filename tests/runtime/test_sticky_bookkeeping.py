@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from amber.abi import pack
 from amber.runtime.sandbox import ActivationKind, ActivationRequest, SandboxLimits
-from amber.runtime.sandbox._sticky import _SOON, _Seen, _soon_resumed
+from amber.runtime.sandbox._sticky import _SOON, _Issued, _Seen, _soon_resumed
 
 
 def _plainly_soon(issued: list[Any], seen: _Seen) -> bool:
@@ -47,15 +48,60 @@ def test_a_wait_keeps_the_instance_only_for_results_that_come_back_soon(
     assert _plainly_soon(issued, seen) is expected
 
 
+def _output(commands: list[Any]) -> bytes:
+    return pack({"abi": 1, "status": "suspended", "commands": commands})
+
+
+def _issued(commands: list[Any]) -> _Issued:
+    issued = _Issued.read(_output(commands))
+    assert issued is not None
+    return issued
+
+
 def test_an_input_that_changed_a_value_the_guest_took_does_not_continue_it() -> None:
     issued = [["activity", "a"], ["now", 1_700_000_000_000]]
     seen = _Seen(results=[_ok(0)], cancel=None, recorded=2)
     same = _Seen(results=[_ok(0), [1, "ok", 0, 1_700_000_000_000]], cancel=None, recorded=2)
     other = _Seen(results=[_ok(0), [1, "ok", 0, 1_700_000_000_001]], cancel=None, recorded=2)
-    assert seen.continued_by(same, issued)
-    assert not seen.continued_by(other, issued)
+    assert seen.continued_by(same, _issued(issued))
+    assert not seen.continued_by(other, _issued(issued))
     # Without now/random commands the results past the prefix are not read.
-    assert seen.continued_by(other, issued[:1])
+    assert seen.continued_by(other, _issued(issued[:1]))
+
+
+_STEPS: list[list[Any]] = [
+    [["activity", "a"]],
+    [["activity", "a"], ["now", 5]],
+    [["activity", "a"], ["now", 5], ["random", b"r"], ["timer", 9]],
+    [["activity", "a"], ["now", 5], ["random", b"r"], ["timer", 9], ["activity", "b"]],
+    # A history the last output does not begin: read from the top.
+    [["now", 6], ["activity", "a"]],
+    [["now", 6], ["activity", "a"], ["random", b"s"]],
+]
+
+
+def test_commands_read_after_the_last_output_s_are_what_reading_all_of_them_gives() -> None:
+    before = None
+    for commands in _STEPS:
+        after = _Issued.read(_output(commands), before)
+        assert after == _Issued.read(_output(commands))
+        assert after is not None and after.commands == commands
+        assert after.host_valued == tuple(
+            i for i, c in enumerate(commands) if c[0] in ("now", "random")
+        )
+        before = after
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [[], "activity", [1, "a"], [b"activity"], None],
+)
+def test_a_malformed_new_command_after_good_ones_is_not_gone_on_with(bad: Any) -> None:
+    before = _issued([["activity", "a"]])
+    assert _Issued.read(_output([["activity", "a"], bad]), before) is None
+    assert _Issued.read(_output([bad]), None) is None
+    assert _Issued.read(pack({"commands": "none"}), before) is None
+    assert _Issued.read(b"\xc1", before) is None
 
 
 def test_a_stretch_request_is_the_request_with_its_input_and_budget_replaced() -> None:
