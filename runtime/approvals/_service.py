@@ -70,7 +70,14 @@ from amber.runtime.model import (
     InvalidToken,
     IssuedToken,
 )
-from amber.runtime.services import Lifecycle, Notifier, Wake, poke, resolve_approval_txn
+from amber.runtime.services import (
+    Lifecycle,
+    Notifier,
+    Wake,
+    find_run_txn,
+    poke,
+    resolve_approval_txn,
+)
 
 _log = logging.getLogger(__name__)
 MAX_TOKEN_CHARS = 128
@@ -480,11 +487,15 @@ class ApprovalService:
             raise InvalidInput(f"status must be one of {', '.join(_STATUSES)}")
         if not 1 <= limit <= 1000:
             raise InvalidInput("limit must be between 1 and 1000")
-        return self._db.run(
-            lambda cur: list_approvals_txn(
-                cur, tenant=tenant, status=status or None, run_id=run_id or None, limit=limit
+
+        def txn(cur: Cursor) -> list[Approval]:
+            # A run id or a workflow id (its current run), as every run-taking command accepts.
+            run = find_run_txn(cur, run_id, tenant).run_id if run_id else None
+            return list_approvals_txn(
+                cur, tenant=tenant, status=status or None, run_id=run, limit=limit
             )
-        )
+
+        return self._db.run(txn)
 
     def show(self, approval_id: str, *, tenant: str) -> ApprovalDetail:
         def txn(cur: Cursor) -> ApprovalDetail:

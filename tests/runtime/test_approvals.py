@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from amber.abi import NotFound
 from amber.history import Database, EventType, RunStatus, audit_for_txn
 from amber.runtime.client._client import decode
 from amber.runtime.model._approvals import IssuedToken
@@ -312,3 +313,20 @@ def test_concurrent_approvals_resolve_once(engine: Engine, sandbox: Sandbox) -> 
     resolved = [e for e in srv.client.history(run_id) if e.type is EventType.APPROVAL_RESOLVED]
     assert len(resolved) == 1 and resolved[0].payload["outcome"] == "approved"
     assert _finish(engine, sandbox, run_id)["status"] == "paid"
+
+
+def test_approvals_are_listed_by_workflow_id_as_by_run_id(engine: Engine, sandbox: Sandbox) -> None:
+    srv, _, _ = engine
+    policy = {"approvers": ["alice"], "roles": [], "required": 1}
+    run_id = srv.client.start_run(
+        "expense",
+        {"expense_id": "E-9", "policy": policy, "expires_ms": DAY_MS},
+        workflow_id="expense-E-9",
+    ).run.run_id
+    settle(make_worker(srv.client, sandbox))
+    by_run = srv.client.list_approvals(run_id=run_id)
+    assert len(by_run) == 1
+    assert srv.client.list_approvals(run_id="expense-E-9") == by_run
+    # A reference that names no run is the caller's mistake, said plainly.
+    with pytest.raises(NotFound, match="no-such-order"):
+        srv.client.list_approvals(run_id="no-such-order")
