@@ -172,7 +172,7 @@ def run_signal(client: AmberClient, args: argparse.Namespace) -> int:
         args.run_id, args.name, payload, request_id=args.request_id or "", tenant=args.tenant
     )
     if args.json:
-        out.emit_json({"delivered": delivered})
+        out.emit_json({"delivered": delivered, "duplicate": not delivered})
     else:
         print("signal delivered" if delivered else "duplicate delivery ignored (same request id)")
     return 0

@@ -142,12 +142,15 @@ class RunService:
                     # signal appended after its closing event.
                     locked = get_run_txn(cur, existing.run_id, for_update=True)
                     assert locked is not None
-                    if locked.status.closed:  # ids are never reused: nothing to start
-                        raise RunClosed(
-                            f"workflow id {workflow_id!r}: run {locked.run_id} is"
-                            f" {locked.status.value}; it takes no signals"
-                        )
-                    sent, wakes = self._signal_txn(cur, locked, request.signal)
+                    # A closed run is not started again (ids are never reused), but a
+                    # redelivery of the signal that closed it is a duplicate, as for `signal`.
+                    sent, wakes = self._deliver_txn(
+                        cur,
+                        locked,
+                        request.signal,
+                        closed=f"workflow id {workflow_id!r}: run {locked.run_id} is"
+                        f" {locked.status.value}; it takes no signals",
+                    )
                     result = StartResult(
                         run=locked,
                         already_started=True,
@@ -228,18 +231,26 @@ class RunService:
 
         def txn(cur: Cursor) -> tuple[SignalResult, list[Wake]]:
             run = find_run_txn(cur, ref, tenant, for_update=True)
-            if run.status.closed:
-                # A new id claimed here is undone with the refusal's rollback.
-                if signal.request_id and not claim_signal_id_txn(
-                    cur, run.run_id, signal.request_id, run.last_seq + 1
-                ):
-                    return self._duplicate_txn(cur, run, signal), []
-                raise RunClosed(f"run {run.run_id} is {run.status.value}; it takes no signals")
-            return self._signal_txn(cur, run, signal)
+            closed = f"run {run.run_id} is {run.status.value}; it takes no signals"
+            return self._deliver_txn(cur, run, signal, closed=closed)
 
         result, wakes = self._db.run(txn)
         poke(self._notifier, wakes)
         return result
+
+    def _deliver_txn(
+        self, cur: Cursor, run: Run, signal: SignalRequest, *, closed: str
+    ) -> tuple[SignalResult, list[Wake]]:
+        """Signal `run` (locked): a duplicate if its request id was delivered before, even
+        once the run has closed; else `RunClosed(closed)` for a closed run."""
+        if run.status.closed:
+            # A new id claimed here is undone with the refusal's rollback.
+            if signal.request_id and not claim_signal_id_txn(
+                cur, run.run_id, signal.request_id, run.last_seq + 1
+            ):
+                return self._duplicate_txn(cur, run, signal), []
+            raise RunClosed(closed)
+        return self._signal_txn(cur, run, signal)
 
     def _signal_txn(
         self, cur: Cursor, run: Run, signal: SignalRequest

@@ -261,6 +261,34 @@ def test_signal_with_start_reports_a_redelivery_as_signal_does(srv: InProcessSer
     assert _types(srv, "hook").count(EventType.SIGNAL_RECEIVED) == 2
 
 
+def test_signal_with_start_redelivered_after_its_signal_closed_the_run_is_a_duplicate(
+    srv: InProcessServer, sandbox: Sandbox
+) -> None:
+    # The first delivery completes the run; the webhook's retry must read as a redelivery, as
+    # `run signal` reports it, not as an error it would retry again.
+    first = srv.client.start_run(
+        "shipment", SHIPMENT, workflow_id="hook-closed", signal="delivered",
+        signal_payload={"signed_by": "Bo"}, signal_request_id="evt-1",
+    )  # fmt: skip
+    assert first.signalled
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    assert srv.client.result("hook-closed").status is RunStatus.COMPLETED
+    events = _types(srv, "hook-closed")
+    redelivered = srv.client.start_run(
+        "shipment", SHIPMENT, workflow_id="hook-closed", signal="delivered",
+        signal_payload={"signed_by": "Bo"}, signal_request_id="evt-1",
+    )  # fmt: skip
+    assert redelivered.already_started and redelivered.duplicate and not redelivered.signalled
+    assert redelivered.run.run_id == first.run.run_id
+    assert _types(srv, "hook-closed") == events  # nothing appended after the close
+    assert srv.client.signal("hook-closed", "delivered", {}, request_id="evt-1") is False
+    with pytest.raises(RunClosed):  # a new event still finds the run closed
+        srv.client.start_run(
+            "shipment", SHIPMENT, workflow_id="hook-closed", signal="delivered",
+            signal_payload={}, signal_request_id="evt-2",
+        )  # fmt: skip
+
+
 def test_signal_with_start_racing_the_run_closing_never_appends_after_close(
     srv: InProcessServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -160,6 +160,9 @@ def test_signal_query_cancel_terminate_and_reset_from_the_command_line(
     code, out, _ = amber(capsys, served, "run", "signal", "cli-ship", "delivered",
                          "--payload", '{"signed_by": "Zed"}', "--request-id", "r1")  # fmt: skip
     assert code == 0 and "duplicate" in out
+    code, out, _ = amber(capsys, served, "--json", "run", "signal", "cli-ship", "delivered",
+                         "--payload", "{}", "--request-id", "r1")  # fmt: skip
+    assert code == 0 and json.loads(out) == {"delivered": False, "duplicate": True}
     code, out, _ = amber(capsys, served, "--json", "run", "result", "cli-ship", "--wait", "20")
     assert json.loads(out)["result"]["signed_by"] == "Zed"
 
