@@ -17,6 +17,7 @@ import base64
 import binascii
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,6 +67,8 @@ _CODES: dict[type[AmberError], grpc.StatusCode] = {
     RetryableError: grpc.StatusCode.UNAVAILABLE,
 }
 _BYTES = "$bytes"
+_OVERSIZED = re.compile(r"message larger than max \((\d+) vs\. (\d+)\)")
+"""gRPC's refusal of a message over its size cap, sent or received."""
 
 
 def status_of(exc: AmberError) -> grpc.StatusCode:
@@ -105,6 +108,13 @@ def error_of(code: grpc.StatusCode, details: str, name: str, fields: object) -> 
         return rebuild_error(cls, details, _decoded_fields(fields))
     if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
         return RetryableError(f"server unavailable: {details}")
+    too_large = _OVERSIZED.search(details) if code is grpc.StatusCode.RESOURCE_EXHAUSTED else None
+    if too_large is not None:  # gRPC's own refusal, before any Amber code saw the message
+        size, limit = too_large.groups()
+        return PayloadTooLarge(
+            f"the request is {size} bytes, more than one call carries ({limit}); payloads"
+            " (inputs, signals, results) are limited far below that by the server"
+        )
     where = f" ({name})" if name else ""
     return RemoteError(f"{code.name}{where}: {details}", error_type=name)
 

@@ -133,6 +133,9 @@ def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str
         srv.client.start_run("no_such_type", ORDER)
     with pytest.raises(PayloadTooLarge, match="limit is 1024"):
         srv.client.start_run("orders", {"blob": "x" * 2000})
+    # Over what one gRPC call carries, gRPC itself refuses it: still Amber's own error.
+    with pytest.raises(PayloadTooLarge, match=r"the request is \d+ bytes, more than one call"):
+        srv.client.start_run("orders", raw_input=b"x" * (65 * 2**20))
     with pytest.raises(InvalidInput):
         srv.client.start_run("", ORDER)
     chain = hashlib.sha256(modules["chain"]).hexdigest()
