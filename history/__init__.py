@@ -106,7 +106,12 @@ if TYPE_CHECKING:
     )
     from ._event_types import CLOSING_EVENTS, EventType
     from ._events import Event, NewEvent
-    from ._failures import FailureRecord, record_failure_txn, run_failures_txn
+    from ._failures import (
+        FailureRecord,
+        last_crash_repro_txn,
+        record_failure_txn,
+        run_failures_txn,
+    )
     from ._footprint import StoreFootprint, store_footprint_txn
     from ._gauges import QueueGauge, StoreGauges, store_gauges_txn
     from ._log import Appended, append_events_txn, read_events_txn
@@ -440,6 +445,7 @@ _LAZY: dict[str, str] = {
     "roles_txn": "_approvals",
     "run_discarded_txn": "_deliveries",
     "run_failures_txn": "_failures",
+    "last_crash_repro_txn": "_failures",
     "run_tasks_txn": "_tasks",
     "run_timers_txn": "_timers",
     "runs_of_type_txn": "_runs",
@@ -606,6 +612,7 @@ __all__ = [
     "insert_run_txn",
     "insert_timer_txn",
     "insert_token_txn",
+    "last_crash_repro_txn",
     "leases_held_by_txn",
     "list_approvals_txn",
     "list_audit_txn",

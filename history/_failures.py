@@ -120,3 +120,15 @@ def run_failures_txn(
         (run_id, limit),
     )
     return [_failure(row) for row in cur.fetchall()]
+
+
+def last_crash_repro_txn(cur: Cursor, run_id: str, task_id: int) -> bytes | None:
+    """The repro recorded with the task's newest failure that has one (None: none has): what
+    its last crash ran under, which a later attempt must not run under tighter limits."""
+    cur.execute(
+        "SELECT repro FROM amber_task_failures WHERE run_id = %s AND task_id = %s"
+        " AND repro IS NOT NULL ORDER BY failure_id DESC LIMIT 1",
+        (run_id, task_id),
+    )
+    row = cur.fetchone()
+    return None if row is None else bytes(row[0])

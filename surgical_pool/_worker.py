@@ -1,4 +1,4 @@
-"""Assemble a surgical-pool worker: isolated sandbox, detailed tracing, tighter limits.
+"""Assemble a surgical-pool worker: isolated sandbox, detailed tracing, lower CPU priority.
 
 It is the ordinary `runtime.Worker` (one code path for both pools) with three differences:
 it leases only poisoned tasks (`pool="surgical"`, no eager dispatch), every activation runs in
@@ -24,7 +24,8 @@ SURGICAL_MEMORY_BYTES = 64 * 1024 * 1024
 diagnosed under the limits it failed under; a tighter one turned a 48 MiB output into a plain
 trap, with a new fingerprint, a crash count starting over and a bundle that replayed the
 surgical failure instead of the original. Its isolation is its own process and that process's
-memory cap (`IsolatedSandbox`), not a smaller guest."""
+memory cap (`IsolatedSandbox`), not a smaller guest. Whatever a surgical worker is configured
+with, a task runs under no less than its last crash ran under (`no_tighter_than_crash`)."""
 
 SURGICAL_NICENESS = 10
 """CPU niceness of a surgical worker and its guest processes: a poisoned task is work nobody

@@ -443,6 +443,7 @@ def claimed_to_pb(claimed: ClaimedTask) -> pb.Task:
         pool=task.pool,
         crash_count=task.crash.count if task.crash else 0,
         traceparent=run.traceparent,
+        crash_repro=claimed.crash_repro,
     )
     if task.kind is not TaskKind.ACTIVITY:
         msg.input = run.input
@@ -598,6 +599,7 @@ def leased_from_pb(msg: pb.Task) -> LeasedTask:
         pool=msg.pool or "main",
         crash_count=msg.crash_count,
         traceparent=msg.traceparent,
+        crash_repro=msg.crash_repro,
     )
 
 

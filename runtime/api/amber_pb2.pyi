@@ -652,7 +652,7 @@ class PollTaskRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., queue: _Optional[str] = ..., wait_ms: _Optional[int] = ..., pool: _Optional[str] = ..., reconcile: _Optional[bool] = ..., holding: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class Task(_message.Message):
-    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested", "upgrade_to", "pool", "crash_count", "traceparent")
+    __slots__ = ("task_id", "fencing", "kind", "run_id", "digest", "name", "attempt", "lease_expires_ms", "input", "history", "cmd", "args", "idempotency_key", "tenant", "heartbeat_details", "has_heartbeat_details", "deadline_ms", "cancel_requested", "upgrade_to", "pool", "crash_count", "traceparent", "crash_repro")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     FENCING_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -675,6 +675,7 @@ class Task(_message.Message):
     POOL_FIELD_NUMBER: _ClassVar[int]
     CRASH_COUNT_FIELD_NUMBER: _ClassVar[int]
     TRACEPARENT_FIELD_NUMBER: _ClassVar[int]
+    CRASH_REPRO_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     fencing: int
     kind: str
@@ -697,7 +698,8 @@ class Task(_message.Message):
     pool: str
     crash_count: int
     traceparent: str
-    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., has_heartbeat_details: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., upgrade_to: _Optional[str] = ..., pool: _Optional[str] = ..., crash_count: _Optional[int] = ..., traceparent: _Optional[str] = ...) -> None: ...
+    crash_repro: bytes
+    def __init__(self, task_id: _Optional[int] = ..., fencing: _Optional[int] = ..., kind: _Optional[str] = ..., run_id: _Optional[str] = ..., digest: _Optional[str] = ..., name: _Optional[str] = ..., attempt: _Optional[int] = ..., lease_expires_ms: _Optional[int] = ..., input: _Optional[bytes] = ..., history: _Optional[_Iterable[_Union[Event, _Mapping]]] = ..., cmd: _Optional[int] = ..., args: _Optional[bytes] = ..., idempotency_key: _Optional[str] = ..., tenant: _Optional[str] = ..., heartbeat_details: _Optional[bytes] = ..., has_heartbeat_details: _Optional[bool] = ..., deadline_ms: _Optional[int] = ..., cancel_requested: _Optional[bool] = ..., upgrade_to: _Optional[str] = ..., pool: _Optional[str] = ..., crash_count: _Optional[int] = ..., traceparent: _Optional[str] = ..., crash_repro: _Optional[bytes] = ...) -> None: ...
 
 class PollTaskResponse(_message.Message):
     __slots__ = ("task",)

@@ -22,6 +22,8 @@ class ClaimedTask:
     """The run's full history (workflow, query and check tasks)."""
     upgrade_to: str = ""
     """Workflow tasks: an automatic upgrade target the worker should try to replay on first."""
+    crash_repro: bytes = b""
+    """A crashed task: the repro of its last crash (the limits it ran under; empty: none)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,6 +85,9 @@ class LeasedTask:
     """Consecutive crashes of this task at its current step."""
     traceparent: str = ""
     """The run's trace: the worker's span for this task is a child of it."""
+    crash_repro: bytes = b""
+    """A crashed task: the repro of its last crash, whose limits this attempt runs under at
+    least (its diagnosis must not depend on the pool or worker that runs it; empty: none)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,8 +4,8 @@ A workflow activation is rebuilt from the run's history (the events up to `last_
 repro is small: the position, the limits and a hash of the input envelope the worker built (an
 offline rebuild that does not hash the same was not the same activation). An activity
 activation is not derived from history; its repro carries the exact input envelope. Both carry
-the limits the activation ran under (the surgical pool's are tighter) and the clock reading at
-its start, which is what `now` returns during an offline replay.
+the limits the activation ran under (a crashed task's next attempt runs under no less) and the
+clock reading at its start, which is what `now` returns during an offline replay.
 
 Rejected: storing a core dump of the sandbox (large, tied to one wasmtime build) — fuel use is
 deterministic, so re-running the same module on the same input reproduces the fault exactly.

@@ -44,6 +44,7 @@ from amber.history import (
     expired_leases_txn,
     extend_lease_txn,
     get_run_txn,
+    last_crash_repro_txn,
     leases_held_by_txn,
     lock_leased_task_txn,
     lock_leased_task_with_run_txn,
@@ -185,8 +186,12 @@ class TaskService:
             if run is None or (run.status.closed and task.kind not in _READS):
                 delete_task_txn(cur, task.task_id)  # leftover of a closed run
                 continue
+            # A crashed task runs again under limits no tighter than its last crash's.
+            repro = b""
+            if task.crash is not None:
+                repro = last_crash_repro_txn(cur, task.run_id, task.task_id) or b""
             if task.kind is TaskKind.ACTIVITY:
-                return ClaimedTask(task=task, run=run)
+                return ClaimedTask(task=task, run=run, crash_repro=repro)
             # Positions are 1..n without gaps: the claim's head as a limit reads a consistent
             # prefix even if an append commits meanwhile (its report then conflicts).
             events = tuple(read_events_txn(cur, task.run_id, limit=task.claimed_seq))
@@ -199,7 +204,9 @@ class TaskService:
                 seq = task.claimed_seq or 0
                 note_claim_txn(cur, task.task_id, claimed_seq=seq, upgrade_offer=upgrade)
                 task = replace(task, upgrade_offer=upgrade)
-            return ClaimedTask(task=task, run=run, events=events, upgrade_to=upgrade)
+            return ClaimedTask(
+                task=task, run=run, events=events, upgrade_to=upgrade, crash_repro=repro
+            )
 
     def forget_upgrade_target(self, workflow_type: str) -> None:
         """Drop the cached automatic upgrade target of a type (its rollout just changed here;

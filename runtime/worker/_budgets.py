@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from amber.abi import InvalidInput
-from amber.runtime.sandbox import SandboxLimits
+from amber.runtime.sandbox import Repro, SandboxLimits
 
 MAX_FUEL = 10**13
 MAX_DEADLINE_S = 24 * 3600.0
@@ -108,3 +108,30 @@ def _budget(doc: Any, where: str) -> Budget:
 
 def _int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def no_tighter_than_crash(
+    limits: SandboxLimits, crash_repro: bytes, *, deadline: bool = True
+) -> SandboxLimits:
+    """`limits` (fuel, memory, deadline: what flags and budgets set), raised wherever the
+    task's last crash (`crash_repro`, its repro) ran under more. A crashed task's next attempt,
+    in either pool and on any worker, is diagnosed under at least the limits it failed under: a
+    surgical worker with less memory than the main worker turned a trap at 100 MiB into
+    `memory_limit`, with a new fingerprint, a crash count starting over and a bundle replaying
+    the wrong failure. Raised only up to what a budget may set (a repro is a worker's report).
+    `deadline`: raise the wall-clock limit too (not where the attempt has its own
+    start-to-close deadline)."""
+    if not crash_repro:
+        return limits
+    try:
+        crashed = Repro.decode(crash_repro).limits
+    except InvalidInput:
+        return limits  # unreadable: the worker's own limits, as for a task that never crashed
+    return replace(
+        limits,
+        fuel=max(limits.fuel, min(crashed.fuel, MAX_FUEL)),
+        memory_bytes=max(limits.memory_bytes, min(crashed.memory_bytes, MAX_MEMORY_MB << 20)),
+        deadline_s=max(limits.deadline_s, min(crashed.deadline_s, MAX_DEADLINE_S))
+        if deadline
+        else limits.deadline_s,
+    )

@@ -71,7 +71,7 @@ from amber.runtime.sandbox import (
 )
 from amber.runtime.tracing import context_from_traceparent, tracer
 
-from ._budgets import Budgets
+from ._budgets import Budgets, no_tighter_than_crash
 from ._heartbeat import Heartbeats
 from ._histories import RunCopies, RunCopy
 from ._serving import ServingThreads
@@ -422,7 +422,7 @@ class Worker:
             digest=digest,
             input=task.input,
             events=task.events,
-            limits=self._workflow_limits(workflow_type),
+            limits=no_tighter_than_crash(self._workflow_limits(workflow_type), task.crash_repro),
         )
 
     def _try_upgrade(self, task: LeasedTask) -> tuple[WorkflowStep | None, dict[str, Any] | None]:
@@ -626,6 +626,7 @@ class Worker:
             # and the server reports the kill as that timeout.
             own = max((task.deadline - now).total_seconds(), 0.001)
             limits = replace(limits, deadline_s=own)
+        limits = no_tighter_than_crash(limits, task.crash_repro, deadline=task.deadline is None)
         report = run_activity(
             self._sandbox,
             ActivityAttempt(

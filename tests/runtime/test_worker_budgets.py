@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,44 @@ def test_an_activity_budget_ends_a_fuel_bomb_sooner(
     (failure,) = srv.client.describe(run_id).recent_failures
     assert failure.reason == "out_of_fuel" and failure.fuel_used is not None
     assert failure.fuel_used <= 10**6  # the default would have let it burn 10⁹
+
+
+def _repro_under(limits: SandboxLimits) -> bytes:
+    from datetime import UTC, datetime
+
+    from amber.runtime.sandbox import ActivationKind, Repro
+
+    return Repro(
+        kind=ActivationKind.ACTIVITY,
+        digest="d" * 64,
+        export="amber_activity.hog",
+        run_id="r",
+        step=0,
+        limits=limits,
+        started_at=datetime(2026, 1, 1, tzinfo=UTC),
+        input_sha256="0" * 64,
+        input=b"\x80",
+    ).encode()
+
+
+def test_a_crashed_task_runs_under_no_tighter_limits_than_its_last_crash() -> None:
+    from amber.runtime.worker._budgets import MAX_FUEL, no_tighter_than_crash
+
+    own = SandboxLimits(fuel=10**9, memory_bytes=16 << 20, deadline_s=5.0)
+    wider = SandboxLimits(fuel=10**10, memory_bytes=128 << 20, deadline_s=30.0)
+    assert no_tighter_than_crash(own, _repro_under(wider)) == replace(
+        own, fuel=10**10, memory_bytes=128 << 20, deadline_s=30.0
+    )
+    # Never lower: a crash under less leaves the worker's own limits.
+    narrower = SandboxLimits(fuel=10, memory_bytes=1 << 20, deadline_s=0.1)
+    assert no_tighter_than_crash(own, _repro_under(narrower)) == own
+    # An attempt with its own deadline keeps it.
+    assert no_tighter_than_crash(own, _repro_under(wider), deadline=False).deadline_s == 5.0
+    # Nothing recorded, or not a repro: the worker's own limits.
+    assert no_tighter_than_crash(own, b"") == own
+    assert no_tighter_than_crash(own, b"\x81\xa1v\x07") == own
+    # A worker's report raises limits only as far as a budget may.
+    huge = SandboxLimits(fuel=10**18, memory_bytes=1 << 40, deadline_s=10**9)
+    capped = no_tighter_than_crash(own, _repro_under(huge))
+    assert capped.fuel == MAX_FUEL and capped.memory_bytes == 4096 << 20
+    assert capped.deadline_s == 24 * 3600.0

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -28,7 +29,7 @@ from amber.runtime.model._clock import Clock, ManualClock, SystemClock
 from amber.runtime.model._errors import NotTroubled
 from amber.runtime.model._settings import EngineSettings, PoisonPolicy
 from amber.runtime.sandbox._engine import SandboxEngine
-from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.runtime.tracing._setup import JsonLinesExporter
 from amber.runtime.worker._worker import Worker, WorkerSettings
 from amber.surgical_pool import IsolatedSandbox, SurgicalWorker, replay_bundle
@@ -568,3 +569,49 @@ def test_a_crash_older_than_the_window_is_forgotten(
     later = srv.client.start_run("good", {"crash": True, "n": 1}).run.run_id
     _wait_poisoned(srv, main, later, "the second run's task to be poisoned")
     assert len(srv.client.describe(later).recent_failures) == 3
+
+
+def test_the_surgical_pool_diagnoses_a_task_under_the_limits_it_failed_under(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    sandbox_engine: SandboxEngine,
+    tmp_path: Path,
+) -> None:
+    # The main worker gives activities 24 MiB; the surgeon is configured with 8. Run under its
+    # own limits, the surgeon would record another failure (the guest stopped at 8 MiB), a new
+    # crash count and a bundle replaying that one; the task's last crash says what it ran
+    # under, and the surgeon runs it under no less.
+    srv = make_server(settings=EngineSettings(poison=replace(FAST, suspend_after=timedelta(1))))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    main_limits = SandboxLimits(memory_bytes=24 << 20, deadline_s=10.0)
+    main = Worker(
+        srv.client,
+        Sandbox(sandbox_engine, SystemClock(), srv.client.get_module),
+        WorkerSettings(worker_id="main", poll_wait_s=0.2, activity_limits=main_limits),
+    )
+    run_id = srv.client.start_run("call", {"activity": "hog", "args": {}}).run.run_id
+    _wait_poisoned(srv, main, run_id, "the hog's task to be poisoned")
+    (crashed,) = {(f.reason, f.fingerprint, f.memory_bytes) for f in _failures(srv, run_id)}
+    assert crashed[0] == "memory_limit" and crashed[2] > 16 << 20  # past the surgeon's 8 MiB
+    surgeon = SurgicalWorker(
+        srv.client,
+        WorkerSettings(
+            worker_id="surgeon",
+            poll_wait_s=0.2,
+            activity_limits=replace(main_limits, memory_bytes=8 << 20),
+        ),
+        artifact_dir=tmp_path / "surgical-artifacts",
+    )
+    try:
+        wait_for(lambda: surgeon.run_once(wait_s=0.5), 30, "the surgical attempt")
+    finally:
+        surgeon.close()
+    failures = srv.client.describe(run_id).recent_failures
+    assert failures[0].pool == "surgical"
+    assert (failures[0].reason, failures[0].fingerprint, failures[0].memory_bytes) == crashed
+    (task,) = srv.client.describe(run_id).tasks
+    assert task.crash is not None and task.crash.count == len(failures)  # it went on counting
+
+
+def _failures(srv: InProcessServer, run_id: str) -> list[Any]:
+    return list(srv.client.describe(run_id).recent_failures)
