@@ -110,7 +110,7 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
         print("\nrecent failures")
         rows = [
             [f.created_at.strftime("%H:%M:%S"), f.kind, "-" if f.cmd is None else str(f.cmd),
-             str(f.attempt), f.reason, f.trap_code or "-", str(f.fuel_used or "-"),
+             str(f.attempt), f.reason, f.trap_code or "-", out.fuel_text(f.reason, f.fuel_used),
              out.compact(f.message, 70)]
             for f in desc.recent_failures
         ]  # fmt: skip

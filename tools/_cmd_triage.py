@@ -96,7 +96,7 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
         return 0
     rows = [
         [_since(f.created_at), f.kind, "-" if f.cmd is None else str(f.cmd), str(f.attempt),
-         f.pool or "-", f.reason, f.trap_code or "-", str(f.fuel_used or 0),
+         f.pool or "-", f.reason, f.trap_code or "-", out.fuel_text(f.reason, f.fuel_used),
          str(f.memory_bytes or 0), f.fingerprint or "-", f.trace_id or "-"]
         for f in desc.recent_failures
     ]  # fmt: skip
@@ -148,7 +148,12 @@ def replay(args: argparse.Namespace) -> int:
         "task_id": rec.task_id,
         "kind": rec.kind,
         "step": rec.cmd,
-        "recorded": {"reason": rec.reason, "trap_code": rec.trap_code, "fuel_used": rec.fuel_used},
+        "recorded": {
+            "reason": rec.reason,
+            "trap_code": rec.trap_code,
+            "fuel_used": rec.fuel_used,
+            "fuel_exact": out.fuel_exact(rec.reason),
+        },
         "replayed": {
             "reason": result.reason,
             "trap_code": result.trap_code,
@@ -164,10 +169,11 @@ def replay(args: argparse.Namespace) -> int:
     else:
         step = "-" if rec.cmd is None else rec.cmd
         print(f"run       {bundle.run.run_id} task {rec.task_id} ({rec.kind}, step {step})")
-        print(f"recorded  {rec.reason} trap={rec.trap_code or '-'} fuel={_dash(rec.fuel_used)}")
+        recorded_fuel = out.fuel_text(rec.reason, rec.fuel_used)
+        print(f"recorded  {rec.reason} trap={rec.trap_code or '-'} fuel={recorded_fuel}")
         print(
             f"replayed  {result.reason} trap={result.trap_code or '-'}"
-            f" fuel={_dash(result.fuel_used)}"
+            f" fuel={out.fuel_text(result.reason, result.fuel_used)}"
         )
         print(f"          {result.message}")
         verdict = "REPRODUCED" if result.reproduced else "NOT reproduced"
@@ -229,10 +235,6 @@ def _replay_history(args: argparse.Namespace, bundle: Bundle) -> int:
         print(f"          {result.message}")
         print("REPRODUCED" if result.reproduced else "NOT reproduced")
     return 0 if result.reproduced else 3
-
-
-def _dash(value: object) -> str:
-    return "-" if value is None else str(value)
 
 
 def _command(client: AmberClient, args: argparse.Namespace, action: str, **extra: Any) -> int:

@@ -112,6 +112,7 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
                 "reason": f.reason,
                 "trap_code": f.trap_code,
                 "fuel_used": f.fuel_used,
+                "fuel_exact": fuel_exact(f.reason),
                 "memory_bytes": f.memory_bytes,
                 "worker": f.worker,
                 "message": f.message,
@@ -136,6 +137,20 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
             for d in desc.discarded
         ],
     }
+
+
+def fuel_text(reason: str, fuel_used: int | None, *, missing: str = "-") -> str:
+    """A failure's fuel as a person should read it. A deadline kill's is a lower bound:
+    wasmtime does not write its fuel counter back when it interrupts a guest, so the count
+    stops at the guest's last call (a loop without calls reads about 0)."""
+    if fuel_used is None:
+        return missing
+    return f">={fuel_used}" if reason == "deadline" else str(fuel_used)
+
+
+def fuel_exact(reason: str) -> bool:
+    """Whether a failure's recorded fuel is the fuel it used (see `fuel_text`)."""
+    return reason != "deadline"
 
 
 def emit_json(data: Any) -> None:
