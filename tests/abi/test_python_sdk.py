@@ -1383,6 +1383,38 @@ def test_the_guard_allows_what_is_deterministic() -> None:
     }
 
 
+@pytest.mark.parametrize("which", ["datetime.now", "date.today", "time.time", "random.random"])
+def test_the_guard_covers_names_the_workflow_s_module_bound_at_import(which: str) -> None:
+    # `from datetime import datetime` at a module's top binds the class before any guard
+    # runs; during the activation the module's own names point at the stand-ins.
+    import tests.abi._bound_names_guest as guest
+
+    before = dict(vars(guest))
+    with pytest.raises(NondeterminismError, match="in workflow code: use workflow"):
+        run("t_bound", which)
+    assert vars(guest) == before  # restored
+    assert guest.datetime is datetime.datetime and guest.clock is time.time
+    assert run("t_bound", "constructed")["status"] == "completed"
+    assert guest.READS["datetime.now"]().year >= 2024  # outside workflow code: the real clock
+
+
+def test_an_async_workflow_or_activity_is_refused_where_it_is_declared() -> None:
+    with _registry.isolated():
+        with pytest.raises(
+            TypeError, match="workflow 'flow' is an async function: Amber workflows and activities"
+        ):
+
+            @workflow.defn
+            async def flow() -> None:
+                return None
+
+        with pytest.raises(TypeError, match="activity 'act' is an async function"):
+
+            @activity.defn
+            async def act() -> None:
+                return None
+
+
 def test_workflow_calls_outside_a_workflow_raise() -> None:
     with pytest.raises(RuntimeError, match="not in workflow code"):
         workflow.now()

@@ -67,7 +67,7 @@ def _activate(name: str, envelope: bytes, host: GuestHost) -> bytes:
     payload = _msgpack.decode(request.input)
     activation = Activation(request, host, memo)
     try:
-        with active(activation), _guard.installed():
+        with active(activation), _guard.installed(definition.scope):
             value = definition.call(payload)
         if activation.unwind is None:
             return _envelopes.workflow_output(

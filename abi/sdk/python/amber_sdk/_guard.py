@@ -7,9 +7,11 @@ restores them when the workflow function returns or raises. `datetime.datetime` 
 are pointed at subclasses whose `now`/`utcnow`/`today` raise; `isinstance` and `issubclass` with
 them still accept the real classes' instances.
 
-It is a safety net for the common spellings, not a sandbox: a name bound before the workflow ran
-(`from time import time`, `from datetime import datetime`) is not the patched one, and a seeded
-`random.Random(42)` is deterministic and allowed. Lines that the stdlib `logging` module
+The names the workflow's own module bound to the same functions and classes (`from time import
+time`, `from datetime import datetime` at its top) are pointed at the stand-ins too, for the
+activation. It is a safety net for the common spellings, not a sandbox: such a name in another
+module (a helper the workflow imports) is not the patched one, and a seeded `random.Random(42)`
+is deterministic and allowed. Lines that the stdlib `logging` module
 timestamps are let through (a timestamp is not a workflow decision); `workflow.logger` is the
 replay-aware logger. Activities are not guarded.
 """
@@ -145,11 +147,26 @@ namespace (an attribute at a time was most of a fresh activation's guard cost)."
 
 _depth = 0
 
+_BOUND: dict[int, tuple[int, tuple[str, ...]]] = {}
+"""By id of a module namespace: its size when it was read, and its names bound to what the guard
+replaces (read again when its size changes: module-level names are bound at import)."""
+
+
+def _bound_names(space: dict[str, Any], stand_ins: dict[int, Any]) -> tuple[str, ...]:
+    size = len(space)
+    known = _BOUND.get(id(space))
+    if known is not None and known[0] == size:
+        return known[1]
+    names = tuple(name for name, value in space.items() if id(value) in stand_ins)
+    _BOUND[id(space)] = (size, names)
+    return names
+
 
 @contextmanager
-def installed() -> Iterator[None]:
+def installed(scope: dict[str, Any] | None = None) -> Iterator[None]:
     """Guard the block; restores every patched name afterwards, also when it raises. Nested use
-    is a no-op inside the outer one."""
+    is a no-op inside the outer one. `scope`: the workflow's module namespace, whose names bound
+    to a guarded function or class are guarded too."""
     global _depth
     if _depth:
         _depth += 1
@@ -159,15 +176,30 @@ def installed() -> Iterator[None]:
             _depth -= 1
         return
     saved: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    stand_ins: dict[int, Any] = {}
     try:
         for module, hints in _BY_MODULE:
             space = vars(module)
             originals = {attr: space[attr] for attr in hints}
             saved.append((space, originals))
-            space.update(_replacements(module, hints, originals))
+            replacements = _replacements(module, hints, originals)
+            space.update(replacements)
+            if scope is not None:
+                stand_ins.update({id(originals[a]): r for a, r in replacements.items()})
         space = vars(datetime)
         saved.append((space, {attr: space[attr] for attr in _CLASSES}))
         space.update(_CLASSES)
+        if scope is not None:
+            stand_ins[id(_RealDate)] = _GuardedDate
+            stand_ins[id(_RealDatetime)] = _GuardedDatetime
+            bound = {
+                name: stand_ins[id(scope[name])]
+                for name in _bound_names(scope, stand_ins)
+                if id(scope.get(name)) in stand_ins
+            }
+            if bound:
+                saved.append((scope, {name: scope[name] for name in bound}))
+                scope.update(bound)
         _depth = 1
         yield
     finally:

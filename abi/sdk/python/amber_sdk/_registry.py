@@ -74,6 +74,12 @@ class Definition:
 
     @classmethod
     def of(cls, fn: Callable[..., Any], name: str, what: str) -> Definition:
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            raise TypeError(
+                f"{what} {name!r} is an async function: Amber workflows and activities are"
+                " plain functions (write `def`, not `async def`; the SDK's calls wait durably"
+                " on their own)"
+            )
         params = list(inspect.signature(fn).parameters.values())
         positional = [p for p in params if p.kind in _POSITIONAL]
         required = [p for p in params if p.default is p.empty and p.kind not in _VARIADIC]
@@ -83,6 +89,12 @@ class Definition:
 
     def call(self, payload: Any) -> Any:
         return self.fn(payload) if self.takes_input else self.fn()
+
+    @property
+    def scope(self) -> dict[str, Any] | None:
+        """The namespace of the module that defines `fn` (None for a callable without one)."""
+        space = getattr(self.fn, "__globals__", None)
+        return space if isinstance(space, dict) else None
 
 
 class Registry:
