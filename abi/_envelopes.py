@@ -97,12 +97,17 @@ def encode_workflow_input(
     recorded: int = 0,
     cancel: CancelRequest | None = None,
     query: str | None = None,
+    workflow_id: str = "",
 ) -> bytes:
-    """The input envelope of a workflow activation."""
+    """The input envelope of a workflow activation (`workflow_id` left out when empty)."""
     doc: dict[str, Any] = {
         "abi": ABI_VERSION,
         "run_id": run_id,
         "workflow": workflow,
+    }
+    if workflow_id:
+        doc["workflow_id"] = workflow_id
+    doc |= {
         "input": input,
         "results": [r.encode() for r in results],
         "recorded": recorded,

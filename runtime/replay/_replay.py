@@ -35,7 +35,7 @@ from amber.abi import (
     encode_workflow_input,
     unpack,
 )
-from amber.history import Event
+from amber.history import Event, RunStarted
 from amber.runtime.model import (
     MAX_NEW_COMMANDS,
     AbiViolation,
@@ -271,9 +271,11 @@ def _run(
     *,
     fresh: bool = False,
 ) -> RawOutput:
+    first = activation.events[0].payload if activation.events else None
     envelope = encode_workflow_input(
         run_id=activation.run_id,
         workflow=activation.workflow_type,
+        workflow_id=first.workflow_id if isinstance(first, RunStarted) else "",
         input=activation.input,
         results=projection.results,
         recorded=len(projection.commands),

@@ -163,6 +163,7 @@ def wf_envelope(
     cancel: tuple[int, str] | None = None,
     query: str | None = None,
     run_id: str = "run-1",
+    workflow_id: str | None = None,
 ) -> bytes:
     doc: dict[str, Any] = {
         "abi": 1,
@@ -179,6 +180,8 @@ def wf_envelope(
         doc["cancel"] = list(cancel)
     if query is not None:
         doc["query"] = query
+    if workflow_id is not None:
+        doc["workflow_id"] = workflow_id
     return pack(doc)
 
 
@@ -632,7 +635,10 @@ def t_loop(input: Any) -> None:
 @workflow.defn(name="t_status")
 def t_status() -> str:
     info = workflow.info()
-    workflow.set_query("info", {"run": info.run_id, "type": info.workflow_type, "q": info.query})
+    workflow.set_query(
+        "info",
+        {"run": info.run_id, "id": info.workflow_id, "type": info.workflow_type, "q": info.query},
+    )
     workflow.set_query("status", {"stage": 1})
     workflow.execute_activity("a")
     workflow.set_query("status", {"stage": 2})
@@ -1315,9 +1321,18 @@ def test_user_code_cannot_swallow_the_sdk_unwinding(
 
 def test_a_query_activation_runs_normally_and_publishes() -> None:
     host = FakeHost()
-    out = run("t_status", host=host, results=[ok(0, 1)], query="status", run_id="run-9")
+    out = run(
+        "t_status",
+        host=host,
+        results=[ok(0, 1)],
+        query="status",
+        run_id="run-9",
+        workflow_id="order-9",
+    )
     assert published(host, "status") == [{"stage": 1}, {"stage": 2}]
-    assert published(host, "info") == [{"run": "run-9", "type": "t_status", "q": "status"}]
+    assert published(host, "info") == [
+        {"run": "run-9", "id": "order-9", "type": "t_status", "q": "status"}
+    ]
     assert out == {"status": "suspended", "commands": [act("a"), act("b")]}
     assert host.published[1] == ("status", _msgpack.encode({"stage": 1}))
 

@@ -52,6 +52,8 @@ def hello(payload):
 
 @workflow.defn
 def gated(payload):
+    info = workflow.info()
+    workflow.set_query("who", {"run": info.run_id, "workflow_id": info.workflow_id})
     workflow.set_query("stage", "waiting")
     decision = workflow.wait_signal("go")
     return {"decision": decision, "payload": payload}

@@ -96,6 +96,8 @@ def test_a_python_workflow_waits_for_a_signal(srv: InProcessServer, py_sandbox: 
     settle(worker)
     assert srv.client.result(run_id).status is RunStatus.RUNNING
     assert query(worker, srv.client, run_id, "stage") == "waiting"
+    # As in Temporal: the code knows the id it was started under, not only its run id.
+    assert query(worker, srv.client, run_id, "who") == {"run": run_id, "workflow_id": "gate-1"}
     assert srv.client.signal("gate-1", "go", {"approved": True})
     run = drive(worker, srv.client, run_id)
     assert decode(run.result) == {"decision": {"approved": True}, "payload": {"order": 7}}

@@ -82,6 +82,8 @@ class WorkflowInput:
     workflow: str
     input: bytes
     """The run's input payload (msgpack)."""
+    workflow_id: str = ""
+    """The run's workflow id ("" from a host that does not send it)."""
     results: Mapping[int, Recorded]
     """Recorded results by command index."""
     recorded: int | None
@@ -262,6 +264,7 @@ def _workflow_input(doc: dict[str, Any]) -> WorkflowInput:
     return WorkflowInput(
         run_id=_get(doc, "run_id", str, "", what),
         workflow=_get(doc, "workflow", str, "", what),
+        workflow_id=_get(doc, "workflow_id", str, "", what),
         input=_get(doc, "input", bytes, b"", what),
         results=results,
         recorded=_recorded(doc, results, what),

@@ -68,6 +68,9 @@ class WorkflowInfo:
     """What a workflow activation knows about its run."""
 
     run_id: str
+    workflow_id: str
+    """The id the run was started under ("" from a host that does not send it): the same in
+    every run of a continue-as-new chain and of a reset, unlike `run_id`."""
     workflow_type: str
     query: str | None
     """The query this activation answers (None for a normal activation). Use it only to skip
@@ -106,7 +109,10 @@ class Activation:
     ) -> None:
         self.host = host
         self.info = WorkflowInfo(
-            run_id=envelope.run_id, workflow_type=envelope.workflow, query=envelope.query
+            run_id=envelope.run_id,
+            workflow_id=envelope.workflow_id,
+            workflow_type=envelope.workflow,
+            query=envelope.query,
         )
         self.commands: list[Command] = []
         self.packed = _msgpack.PackedArray()

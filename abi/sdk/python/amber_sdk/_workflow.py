@@ -90,7 +90,8 @@ def defn(fn: F | None = None, /, *, name: str | None = None) -> F | Callable[[F]
 
 
 def info() -> WorkflowInfo:
-    """The run id, workflow type, and the query this activation answers (if any)."""
+    """The run id, workflow id, workflow type, and the query this activation answers (if
+    any)."""
     return _replay.current().info
 
 
