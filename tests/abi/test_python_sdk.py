@@ -1210,6 +1210,29 @@ def test_child_workflows_carry_an_options_map_always() -> None:
     assert issubclass(ChildWorkflowError, ApplicationError)
 
 
+@pytest.mark.parametrize(
+    ("type", "message", "cause"),
+    [
+        # The host records a child's own error as "type: message" under ChildFailed.
+        ("ChildFailed", "BadInput: the sku is unknown", ("BadInput", "the sku is unknown")),
+        (
+            "ChildFailed",
+            "amber.timeout.start_to_close: late: again",
+            ("amber.timeout.start_to_close", "late: again"),
+        ),
+        ("ChildFailed", "the child run r-1 failed", ("", "the child run r-1 failed")),
+        ("ChildCancelled", "Cancelled: asked to stop", ("", "Cancelled: asked to stop")),
+        ("ChildTerminated", "operator: gone", ("", "operator: gone")),
+    ],
+)
+def test_a_child_s_own_error_type_is_its_cause(
+    type: str, message: str, cause: tuple[str, str]
+) -> None:
+    error = ChildWorkflowError(message, type=type)
+    assert (error.type, error.message) == (type, message)
+    assert (error.cause_type, error.cause_message) == cause
+
+
 def test_an_approval_command_and_its_result() -> None:
     raw = run_raw("t_expense", {"amount": 120})
     policy = {"approvers": ["alice", "bob"], "roles": ["finance"], "required": 2}

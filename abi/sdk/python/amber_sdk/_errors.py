@@ -56,11 +56,19 @@ class ActivityError(ApplicationError):
 
 
 class ChildWorkflowError(ApplicationError):
-    """A child workflow's recorded error: `ChildFailed`, `ChildCancelled`, `ChildTerminated`,
-    `ChildTimedOut` (the message carries the child's own error)."""
+    """A child workflow's recorded error: `type` is how the child ended (`ChildFailed`,
+    `ChildCancelled`, `ChildTerminated`, `ChildTimedOut`, `ChildStartFailed`); for a child
+    that failed with an error of its own, `cause_type` and `cause_message` are that error's
+    (as Temporal's `ChildWorkflowError.cause`), else "" and the whole message."""
 
     def __init__(self, message: str, *, type: str) -> None:
         super().__init__(message, type=type)
+        cause_type, sep, cause_message = message.partition(": ")
+        named = type == "ChildFailed" and sep and cause_type and " " not in cause_type
+        self.cause_type: str = cause_type if named else ""
+        """The error type the child failed with (the host records it as `type: message`)."""
+        self.cause_message: str = cause_message if named else message
+        """The child's own error message."""
 
 
 class TimerCancelledError(ApplicationError):
