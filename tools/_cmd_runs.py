@@ -53,8 +53,8 @@ def run_start(client: AmberClient, args: argparse.Namespace) -> int:
         signal_request_id=args.signal_request_id or "",
     )
     run = started.run
-    if args.wait:
-        run = client.result(run.run_id, wait_s=args.wait)
+    if args.wait:  # what a continue-as-new chain started here ends with, as `result` shows
+        run = client.chain_result(run.run_id, wait_s=args.wait)
     if args.json:
         doc = {**out.run_json(run), "already_started": started.already_started}
         if args.signal:
@@ -132,7 +132,7 @@ def run_history(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def run_result(client: AmberClient, args: argparse.Namespace) -> int:
-    run = client.result(args.run_id, wait_s=args.wait, tenant=args.tenant)
+    run = client.chain_result(args.run_id, wait_s=args.wait, tenant=args.tenant)
     if args.json:
         out.emit_json(out.run_json(run))
     elif run.status is RunStatus.COMPLETED:

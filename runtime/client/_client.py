@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -209,10 +210,20 @@ class AmberClient(ReportCalls):
 
         Raises `RunFailed` (failed, cancelled, terminated, timed out: with the error type and
         message) or `RunStillOpen` when the wait ran out."""
+        return calls.value_of(self.chain_result(run, wait_s=wait_s, tenant=tenant), raw=raw)
+
+    def chain_result(self, run: str, *, wait_s: float = 0.0, tenant: str = "") -> Run:
+        """The run or, where it continued as new, its chain's last run (as in Temporal, the
+        chain's result is that run's), waiting up to `wait_s` in all for it to close."""
+        deadline = time.monotonic() + wait_s
         closed = self.result(run, wait_s=wait_s, tenant=tenant)
         while (next_id := calls.follows(closed)) is not None:
-            closed = self.result(next_id, wait_s=wait_s, tenant=tenant)
-        return calls.value_of(closed, raw=raw)
+            left = max(0.0, deadline - time.monotonic())
+            following = self.result(next_id, wait_s=left, tenant=tenant)
+            if following.run_id == closed.run_id:  # no later run (yet): the chain ends here
+                break
+            closed = following
+        return closed
 
     def list_runs(
         self,

@@ -196,3 +196,20 @@ def test_signal_query_cancel_terminate_and_reset_from_the_command_line(
     code, out, _ = amber(capsys, served, "--json", "run", "history", "cli-reset")
     started = json.loads(out)["events"][0]
     assert started["type"] == "RunStarted" and "reset_from" in started["payload"]
+
+
+def test_start_wait_and_result_follow_a_continue_as_new_chain_to_its_end(
+    served: InProcessServer, capsys: pytest.CaptureFixture[str], modules: dict[str, bytes]
+) -> None:
+    # `countdown` continues as new with n - 1 until n is 0: what the starter waits for is the
+    # chain's result, as in Temporal, not the first run's `continued_as_new`.
+    served.client.upload_version(modules["hostile"], promote=True)
+    code, out, _ = amber(capsys, served, "--json", "run", "start", "countdown",
+                         "--input", '{"n": 2}', "--id", "chain-1", "--wait", "30")  # fmt: skip
+    assert code == 0, out
+    last = json.loads(out)
+    assert last["status"] == "completed" and last["result"] == {"done": True}
+    first = served.client.list_runs(workflow_type="countdown")[0][-1]
+    assert first.status.value == "continued_as_new" and first.run_id != last["run_id"]
+    code, out, _ = amber(capsys, served, "--json", "run", "result", first.run_id, "--wait", "5")
+    assert code == 0 and json.loads(out)["run_id"] == last["run_id"]
