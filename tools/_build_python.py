@@ -206,9 +206,16 @@ def _manifest(source: Path, module: str, search: list[str], timeout_s: float) ->
 
 def _check_activity_names(source: Path, manifest: dict[str, Any]) -> None:
     """Refuse a workflow that schedules, by a literal name, an activity the module does not
-    declare (the only ones the host lets it schedule)."""
+    declare (the only ones the host lets it schedule), or by reference a function of this
+    module that is not an activity (no `@activity.defn`)."""
     declared = set(manifest.get("activities", []))
     tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    plain = {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and not any(_is_activity_decorator(d) for d in node.decorator_list)
+    }
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or not node.args:
             continue
@@ -223,6 +230,21 @@ def _check_activity_names(source: Path, manifest: dict[str, Any]) -> None:
                     f"{source}:{node.lineno}: {called}({name!r}) names an activity this"
                     f" module does not declare (declared: {known})"
                 )
+        if called in _SCHEDULING_CALLS and isinstance(first, ast.Name) and first.id in plain:
+            raise BuildError(
+                f"{source}:{node.lineno}: {called}({first.id}) passes a function that is not"
+                f" an activity: decorate {first.id} with @activity.defn"
+            )
+
+
+def _is_activity_decorator(node: ast.expr) -> bool:
+    """`@activity.defn` or `@activity.defn(...)` (however `activity` was imported)."""
+    target = node.func if isinstance(node, ast.Call) else node
+    return (
+        isinstance(target, ast.Attribute)
+        and target.attr == "defn"
+        and (not isinstance(target.value, ast.Name) or target.value.id != "workflow")
+    )
 
 
 def _componentize(

@@ -41,6 +41,23 @@ def test_a_workflow_naming_an_activity_nobody_declares_is_refused_at_build(
     assert not (tmp_path / "out.wasm").exists()
 
 
+def test_a_workflow_passing_a_function_that_is_no_activity_is_refused_at_build(
+    tmp_path: Path,
+) -> None:
+    source = HEADER + (
+        "def charge(args):\n    return args\n\n\n"
+        "@activity.defn(name='refund')\ndef give_back(args):\n    return args\n\n\n"
+        "@workflow.defn\ndef orders(payload):\n"
+        "    workflow.execute_activity(give_back, payload)\n"
+        "    return workflow.execute_activity(charge, payload)\n"
+    )
+    with pytest.raises(BuildError) as caught:
+        _build(tmp_path, source)
+    message = str(caught.value)
+    assert "guest.py:15" in message and "decorate charge with @activity.defn" in message
+    assert not (tmp_path / "out.wasm").exists()
+
+
 def test_a_module_that_does_not_import_shows_its_traceback(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="importing the module failed") as caught:
         _build(tmp_path, HEADER + "@workflow.defn\ndef broken(payload)\n    return 1\n")
