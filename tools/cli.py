@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from amber import __version__
-from amber.abi import AmberError
+from amber.abi import AmberError, InvalidInput
 
 from . import (
     _cmd_approvals,
@@ -153,8 +153,18 @@ def _run(args: argparse.Namespace) -> int:
     except (AmberError, BuildError, FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         _error(args, exc)
         return 2
+    except ValueError as exc:
+        if not str(exc).startswith(_OUT_OF_RANGE):  # a bug: its traceback says where
+            raise
+        number = str(exc).removeprefix(_OUT_OF_RANGE).strip(": ")
+        _error(args, InvalidInput(f"{number} is out of range for a 64-bit number"))
+        return 2
     except KeyboardInterrupt:
         return 130
+
+
+_OUT_OF_RANGE = "Value out of range"
+"""protobuf's refusal of an integer its field cannot hold (a CLI number nobody bounded)."""
 
 
 def _usage_error(exc: _UsageError, *, as_json: bool) -> NoReturn:

@@ -95,6 +95,10 @@ def test_build_upload_start_and_inspect(
         (("versions", "show", "zz"), "is not a version digest"),
         (("versions", "show", "abcdef0123"), "no module version matches"),
         (("bench", "--isolation-kinds", "fuel,forkbomb"), "--isolation-kinds takes some of"),
+        # A number no field can hold: said plainly, not a traceback.
+        (("run", "list", "--limit", "9" * 20), "9" * 20 + " is out of range"),
+        (("run", "reset", "x", "--to-event", "9" * 20, "--reason", "r"), "is out of range"),
+        (("audit", "list", "--after", "-" + "9" * 20), "is out of range"),
     ],
 )
 def test_bad_commands_get_a_clear_error(
