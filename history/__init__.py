@@ -101,6 +101,7 @@ if TYPE_CHECKING:
         MalformedPayload,
         RunNotFound,
         StoreUnavailable,
+        UnstorableText,
         VersionConflict,
         WorkflowIdInUse,
     )
@@ -334,6 +335,7 @@ _LAZY: dict[str, str] = {
     "Decision": "_approvals",
     "Discarded": "_deliveries",
     "DuplicateRow": "_errors",
+    "UnstorableText": "_errors",
     "EXECUTION_TIMER_ID": "_timers",
     "Event": "_events",
     "EventType": "_event_types",
@@ -560,6 +562,7 @@ __all__ = [
     "TimerStarted",
     "TransactionObserver",
     "Troubled",
+    "UnstorableText",
     "UpgradeDetail",
     "UpgradeFailed",
     "VersionChoice",

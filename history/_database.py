@@ -26,7 +26,7 @@ import psycopg
 from psycopg import errors as pgerrors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ._errors import DuplicateRow, StoreUnavailable
+from ._errors import DuplicateRow, StoreUnavailable, UnstorableText
 
 _log = logging.getLogger(__name__)
 
@@ -233,6 +233,12 @@ class Database:
                     return _transaction(conn, fn, step)
             except pgerrors.UniqueViolation as exc:
                 raise DuplicateRow(f"a concurrent write took the same key: {exc}") from exc
+            except psycopg.DataError as exc:
+                if _NUL in str(exc):  # refused by psycopg before it sent anything
+                    raise UnstorableText(
+                        "a text value holds a NUL character (\\x00), which cannot be stored"
+                    ) from None
+                raise
             except (psycopg.Error, PoolTimeout) as exc:
                 if not _transient(exc, conn):
                     raise
@@ -276,6 +282,10 @@ class Database:
             return psycopg.connect(self.dsn, autocommit=True)
         except psycopg.OperationalError as exc:
             raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+
+
+_NUL = "NUL (0x00)"
+"""psycopg's words for a text value PostgreSQL cannot hold."""
 
 
 class _Step:

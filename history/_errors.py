@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from amber.abi import AmberError, Conflict, NotFound, RetryableError
+from amber.abi import AmberError, Conflict, InvalidInput, NotFound, RetryableError
 
 
 class StoreUnavailable(RetryableError):
     """The database could not be reached or the transaction kept failing transiently."""
+
+
+class UnstorableText(InvalidInput):
+    """A text value holds a NUL character, which PostgreSQL text cannot store: the caller's
+    input, refused before anything was written."""
 
 
 class DuplicateRow(Conflict):

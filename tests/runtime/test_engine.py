@@ -126,6 +126,28 @@ def test_starting_twice_with_one_workflow_id_is_idempotent(
     assert len(srv.client.list_runs()[0]) == 1
 
 
+def test_a_nul_character_in_any_text_is_the_caller_s_error_and_changes_nothing(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    # PostgreSQL text cannot hold NUL: every such request is refused as bad input, not INTERNAL.
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    run_id = srv.client.start_run("orders", ORDER, workflow_id="nul-1").run.run_id
+    calls = [
+        lambda: srv.client.terminate(run_id, reason="a\x00b", operator="ops"),
+        lambda: srv.client.cancel(run_id, reason="a\x00b", operator="ops"),
+        lambda: srv.client.describe("nul\x00"),
+        lambda: srv.client.history("nul\x00"),
+        lambda: srv.client.list_runs(workflow_type="orders\x00"),
+        lambda: srv.client.start_run("orders", ORDER, workflow_id="nul\x002"),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInput, match="NUL character|printable characters"):
+            call()
+    assert srv.client.result(run_id).status is RunStatus.RUNNING
+    assert [r.run_id for r in srv.client.list_runs()[0]] == [run_id]
+
+
 def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str, bytes]) -> None:
     srv = make_server(settings=EngineSettings(max_payload_bytes=1024))
     _upload(srv, modules, "orders")
