@@ -90,6 +90,8 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
             line += f" crashes={crash.count} at step {step} fingerprint={crash.fingerprint}"
         if t.poisoned_at is not None:
             line += f" poisoned {_since(t.poisoned_at)} ({t.poison_reason})"
+            if not run.suspension and t.state.value == "pending":
+                line += f"; the surgical pool tries it next at {_since(t.visible_at)}"
         print(line)
     if not desc.recent_failures:
         print("no failures recorded")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Final
 
 from amber.history import Crash, Task, TaskKind
 from amber.runtime.model import FailureReason, PoisonPolicy
@@ -63,6 +64,9 @@ GUEST_FAULTS = frozenset(
 """Crashes the guest's code causes by itself: when one fingerprint of these has poisoned a run,
 the same crash in another run is poisoned at once. Lost workers, dead host processes and
 deadlines are left out: they say as much about the machine as about the code."""
+
+
+_ORDINALS: Final = {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}
 
 
 def is_crash(reason: str) -> bool:
@@ -129,9 +133,10 @@ def judge(
         if at_once:
             why = f"{reason} in workflow code (deterministic: poisoned at once)"
         elif known is not None and crash.count < policy.crashes_to_poison:
+            nth = _ORDINALS.get(crash.count, f"#{crash.count}")
             why = (
                 f"{reason} at step {crash.step}: fingerprint {crash.fingerprint} {known}"
-                " (poisoned at its first crash)"
+                f" (poisoned at its {nth} crash)"
             )
         else:
             why = f"{crash.count} consecutive crashes ({reason}) at step {crash.step}"

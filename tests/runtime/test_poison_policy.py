@@ -69,6 +69,10 @@ def test_a_crash_whose_fingerprint_already_poisoned_another_run_is_poisoned_at_o
     )
     assert first.pool == "surgical" and first.poisoned_at == NOW
     assert "already poisoned another run" in (first.poison_reason or "")
+    assert "(poisoned at its first crash)" in (first.poison_reason or "")
+    # A run that crashed once before the fingerprint became known is diverted at its second.
+    second = judge(_task(), _crash(2), "trap", NOW, POLICY, 0, known="crashed 3 times in 24 h")
+    assert "(poisoned at its second crash)" in (second.poison_reason or "")
 
 
 def test_surgical_failures_escalate_1_5_30_minutes_then_suspend_after_the_window() -> None:
