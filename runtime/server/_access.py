@@ -31,6 +31,7 @@ already authenticated, so a flood of guesses from a shared host does not lock it
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -58,6 +59,7 @@ _WORKER: Final = frozenset(
      "GetModule", "Work"}
 )  # fmt: skip
 _TRUSTED_TOKENS: Final = 10_000
+_log = logging.getLogger("amber.access")
 OPEN_METHODS: Final = frozenset({"DecideApproval"})
 """Callable without a credential (the request carries its own)."""
 ROLE_METHODS: Final[dict[str, frozenset[str]]] = {
@@ -122,7 +124,13 @@ class AccessCheck:
         self._trust(digest)
         if method in OPEN_METHODS:
             return principal
-        self._authorise(principal, method, request)
+        try:
+            self._authorise(principal, method, request)
+        except NotAuthorised as exc:
+            # An authenticated caller reaching past its role is worth an operator's look (a
+            # bad credential is only counted: it may come by the thousand).
+            _log.warning("refused %s from %s at %s: %s", method, principal.name, source, exc)
+            raise
         return principal
 
     def _authorise(self, p: Principal, method: str, request: Any) -> None:

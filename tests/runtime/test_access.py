@@ -4,6 +4,7 @@ credentials themselves (grant, rotate, revoke, the last admin) audited."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -96,6 +97,17 @@ def test_a_rogue_worker_is_refused_and_nothing_is_recorded(
     finally:
         worker.stop()
         thread.join(timeout=10)
+
+
+def test_a_refused_call_by_a_known_principal_is_logged_for_operators(
+    secured: Secured, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = secured.grant("shop", "application")
+    run = "no-such-run"  # refused before anything is looked up
+    with caplog.at_level(logging.WARNING, logger="amber.access"), pytest.raises(NotAuthorised):
+        app.terminate(run, reason="mine")
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "amber.access"]
+    assert "refused TerminateRun from shop" in line and "may not call TerminateRun" in line
 
 
 def test_each_role_reaches_only_its_methods(secured: Secured, modules: dict[str, bytes]) -> None:
