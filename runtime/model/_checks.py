@@ -21,4 +21,6 @@ class RunCheck:
     detail: str = ""
     checked_seq: int = 0
     outcome: str = ""
-    """migrate only: migrated, refused, moved_on (history grew since the check), skipped."""
+    """migrate only: migrated, refused, moved_on (history grew since the check), closed (it
+    closed after the check: a concurrent reset or terminate), skipped (closed or already on the
+    version when checked)."""

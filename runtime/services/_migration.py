@@ -172,7 +172,9 @@ class MigrationService:
     def _move(self, check: RunCheck, digest: str, actor: str, reason: str) -> str:
         def txn(cur: Cursor) -> str:
             run = get_run_txn(cur, check.run_id, for_update=True)
-            if run is None or run.status.closed or run.digest == digest:
+            if run is None or run.status.closed:
+                return "closed"  # since the check: it did not move, and says why
+            if run.digest == digest:
                 return "skipped"
             try:  # it may have been retired since the check
                 version_for_type_txn(cur, digest, run.workflow_type, lock=True)

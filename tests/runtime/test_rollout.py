@@ -335,6 +335,40 @@ def test_an_upgrade_offer_withdrawn_before_the_report_runs_the_activation_again(
     assert srv.client.result(run).digest == v1 and _waits_for_go(srv, run)
 
 
+def test_a_run_that_closes_between_its_check_and_its_move_is_reported_closed(
+    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An operator migrating a named run while another terminates (or resets) it: the run did
+    # not move, and the answer says so (`runs migrate` then exits 3), not "skipped".
+    from amber.runtime.services._migration import MigrationService
+
+    worker = make_worker(srv.client, sandbox)
+    (run,) = _park(srv, worker, ["ended"]).values()
+    real_replay = MigrationService._replay_all
+
+    def replay_then_terminate(self, digest, runs, timeout_s):  # type: ignore[no-untyped-def]
+        checked = threading.Event()
+
+        def serve() -> None:
+            while not checked.is_set():
+                worker.run_once(wait_s=0.05)
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            verdicts = real_replay(self, digest, runs, timeout_s)
+        finally:
+            checked.set()
+            thread.join()
+        srv.client.terminate(run, reason="another operator", operator="bob")
+        return verdicts
+
+    monkeypatch.setattr(MigrationService, "_replay_all", replay_then_terminate)
+    _, moved = srv.client.migrate_runs(v2, TYPE, run_ids=[run], reason="r", wait_s=30)
+    assert [(c.verdict, c.outcome) for c in moved] == [("compatible", "closed")]
+    assert srv.client.result(run).digest == v1
+
+
 def test_a_migration_is_skipped_for_a_run_whose_history_grew_since_its_check(
     srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
