@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from amber.abi import MAX_TIMER_MS, InvalidInput
 from amber.history import (
@@ -22,6 +22,7 @@ from amber.history import (
     Run,
     RunNotFound,
     RunQuery,
+    RunStatus,
     SignalReceived,
     TaskKind,
     WorkflowIdInUse,
@@ -491,7 +492,26 @@ def find_run_txn(cur: Cursor, ref: str, tenant: str, *, for_update: bool = False
     if run is None and ref and len(ref) <= MAX_ID_LENGTH:
         run = get_run_by_workflow_id_txn(cur, tenant, ref)
         if run is not None and for_update:
-            run = get_run_txn(cur, run.run_id, for_update=True)
+            run = _lock_current(cur, run, tenant, ref)
     if run is None or run.tenant != tenant:
         raise RunNotFound(ref)
     return run
+
+
+def _lock_current(cur: Cursor, run: Run, tenant: str, workflow_id: str) -> Run | None:
+    """Lock `run`, the current run of `workflow_id` when it was read. If it continued as new
+    before the lock was had, the id names the chain's next run now: follow it (a few times, a
+    chain may be quick), so a command by workflow id reaches the run that is current."""
+    locked = get_run_txn(cur, run.run_id, for_update=True)
+    for _ in range(_FOLLOW_LOCKED):
+        if locked is None or locked.status is not RunStatus.CONTINUED_AS_NEW:
+            break
+        following = get_run_by_workflow_id_txn(cur, tenant, workflow_id)
+        if following is None or following.run_id == locked.run_id:
+            break
+        locked = get_run_txn(cur, following.run_id, for_update=True)
+    return locked
+
+
+_FOLLOW_LOCKED: Final = 8
+"""How many runs of a chain `_lock_current` follows."""

@@ -15,6 +15,7 @@ import pytest
 from amber.abi import InvalidInput
 from amber.history import (
     CancelRequested,
+    Database,
     EventType,
     LeaseLost,
     ResetPoint,
@@ -347,6 +348,21 @@ def test_continue_as_new_chains_runs_under_one_workflow_id(
     # The start stays idempotent on the chain's first request.
     again = srv.client.start_run("countdown", {"n": 3}, workflow_id="cd")
     assert again.already_started and again.run.run_id == last.run_id
+
+
+def test_a_command_by_workflow_id_follows_a_chain_that_moved_on_while_it_locked(
+    srv: InProcessServer, sandbox: Sandbox, db: Database
+) -> None:
+    # A command read the id's current run, which continued as new before the command had its
+    # lock: it must reach the chain's current run, not fail on the one that moved on.
+    from amber.runtime.services._runs import _lock_current
+
+    first = srv.client.start_run("countdown", {"n": 2}, workflow_id="moving").run
+    settle(make_worker(srv.client, sandbox, clock=srv.clock))
+    last = srv.client.result("moving")
+    assert last.run_id != first.run_id and last.status is RunStatus.COMPLETED
+    locked = db.run(lambda cur: _lock_current(cur, first, first.tenant, "moving"))
+    assert locked is not None and locked.run_id == last.run_id
 
 
 @pytest.mark.parametrize(

@@ -142,7 +142,7 @@ def test_a_nul_character_in_any_text_is_the_caller_s_error_and_changes_nothing(
         lambda: srv.client.start_run("orders", ORDER, workflow_id="nul\x002"),
     ]
     for call in calls:
-        with pytest.raises(InvalidInput, match="NUL character|printable characters"):
+        with pytest.raises(InvalidInput, match=r"NUL character|printable characters"):
             call()
     assert srv.client.result(run_id).status is RunStatus.RUNNING
     assert [r.run_id for r in srv.client.list_runs()[0]] == [run_id]
