@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Final
 
 from amber.abi import (
     NAME,
@@ -44,6 +45,7 @@ from amber.history import (
     expired_leases_txn,
     extend_lease_txn,
     get_run_txn,
+    get_task_txn,
     last_crash_repro_txn,
     leases_held_by_txn,
     lock_leased_task_txn,
@@ -86,6 +88,10 @@ from ._stats import HealthCounter
 _log = logging.getLogger(__name__)
 
 
+_GONE: Final = (
+    " (the task is gone: done, most often by an earlier send of this same report whose answer"
+    " was lost, or its run closed)"
+)
 _UPGRADE_CACHE_S = 5.0
 RECONCILE_GRACE = timedelta(seconds=5)
 """How old a lease must be before a worker not holding it releases it (reconciliation)."""
@@ -161,7 +167,14 @@ class TaskService:
             notify_txn(cur, TASKS_CHANNEL, task.queue)
             wakes.append((TASKS_CHANNEL, task.queue))
         if unheld:
-            _log.info("released %d lease(s) %s did not hold", len(unheld), worker)
+            _log.info(
+                "released %d lease(s) %s did not hold: %s (it holds %d: %s)",
+                len(unheld),
+                worker,
+                ", ".join(str(t.task_id) for t in unheld),
+                len(holding),
+                ", ".join(map(str, sorted(holding)[:20])),
+            )
         return wakes
 
     def _claim_txn(self, cur: Cursor, claim: Claim) -> ClaimedTask | None:
@@ -277,13 +290,22 @@ class TaskService:
             uuid.UUID(run_id)
         except ValueError:
             return
-        discarded = Discarded(
-            run_id=run_id,
-            kind="stale_report",
-            detail=f"{what} from {worker or 'a worker'} refused: {exc}",
-            created_at=self._clock.now(),
-        )
-        self._db.run(lambda cur: record_discarded_txn(cur, discarded))
+
+        def txn(cur: Cursor) -> None:
+            # A task that is gone was done: usually this very report, sent before, applied by
+            # a server that died before it could answer (the resend then lands here). Saying
+            # so keeps an operator from reading it as a second run of the activity.
+            done = get_task_txn(cur, exc.task_id) is None
+            note = _GONE if done else ""
+            discarded = Discarded(
+                run_id=run_id,
+                kind="stale_report",
+                detail=f"{what} from {worker or 'a worker'} refused: {exc}{note}",
+                created_at=self._clock.now(),
+            )
+            record_discarded_txn(cur, discarded)
+
+        self._db.run(txn)
 
     # -- workflow outcomes ---------------------------------------------------------------------
 
