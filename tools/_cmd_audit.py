@@ -116,6 +116,8 @@ def head(client: AmberClient, args: argparse.Namespace) -> int:
 
 
 def list_records(client: AmberClient, args: argparse.Namespace) -> int:
+    if not 1 <= args.limit <= 1000:  # 0 would travel as "the default"
+        raise InvalidInput("--limit must be between 1 and 1000")
     records = client.list_audit(target=args.target or "", limit=args.limit, after_seq=args.after)
     if args.json:
         more = str(records[-1].seq) if len(records) == args.limit and records else None

@@ -36,6 +36,8 @@ def upload(client: AmberClient, args: argparse.Namespace) -> int:
     verb = "uploaded" if result.created else "already stored"
     v = result.version
     print(f"{verb} {v.digest} ({v.size} bytes)")
+    if v.retired_at is not None:  # storing it again does not bring it back
+        print(f"retired       {v.retired_at:%Y-%m-%d %H:%M:%S}: nothing starts or moves onto it")
     _print_roles(v)
     return 0
 

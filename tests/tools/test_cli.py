@@ -99,6 +99,7 @@ def test_build_upload_start_and_inspect(
         (("run", "list", "--limit", "9" * 20), "9" * 20 + " is out of range"),
         (("run", "reset", "x", "--to-event", "9" * 20, "--reason", "r"), "is out of range"),
         (("audit", "list", "--after", "-" + "9" * 20), "is out of range"),
+        (("audit", "list", "--limit", "0"), "--limit must be between 1 and 1000"),
     ],
 )
 def test_bad_commands_get_a_clear_error(

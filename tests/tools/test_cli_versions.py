@@ -148,3 +148,17 @@ def test_a_rollout_change_without_a_reason_is_audited_as_such(
     code, out, _ = amber(capsys, served, "--json", "audit", "list")
     reasons = [r["reason"] for r in json.loads(out)["records"] if "promote" in r["action"]]
     assert reasons == ["promote: no reason given"], out
+
+
+def test_uploading_a_retired_version_again_says_it_stays_retired(
+    served: InProcessServer,  # noqa: F811
+    wasm: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    amber(capsys, served, "versions", "upload", str(wasm["v1"]), "--label", "o@1")
+    amber(capsys, served, "versions", "upload", str(wasm["v2"]), "--promote")
+    code, _, err = amber(capsys, served, "versions", "retire", "o@1", "--reason", "unused")
+    assert code == 0, err
+    code, out, _ = amber(capsys, served, "versions", "upload", str(wasm["v1"]))
+    assert code == 0 and "already stored" in out
+    assert "nothing starts or moves onto it" in out
