@@ -27,6 +27,8 @@ from ._http import MAX_REQUEST_BYTES, HttpPolicy, perform
 MAX_LOG_BYTES = 4096
 MAX_LOG_LINES = 100
 """Lines kept and forwarded per activation; the rest are only counted."""
+SLEEP_CHECK_S = 0.25
+"""How often an activity's `sleep` asks whether the run still wants the activity."""
 MAX_HANDED_OUT = 1000
 """now/random values one workflow activation may take (each becomes a command)."""
 MAX_PUBLISHED_BYTES = 64 * 1024
@@ -167,16 +169,23 @@ def write_log(state: HostCalls, level: int, text: bytes) -> None:
 
 
 def sleep_ms(state: HostCalls, ms: int) -> None:
-    """An activity's sleep, within its wall-clock budget."""
+    """An activity's sleep, within its wall-clock budget. It ends early once the run asks the
+    activity to stop (or its lease is gone): the guest goes on, and `cancel_requested` says why,
+    instead of holding its guest slot to the end for a result nobody will take."""
     if state.kind is not ActivationKind.ACTIVITY:
         raise AbiViolation("sleep is not available to workflow code (use a durable timer)")
     if ms < 0:
         raise AbiViolation(f"sleep of {ms} ms")
-    remaining = state.deadline - time.monotonic()
-    if ms / 1000 > remaining:
-        time.sleep(max(remaining, 0.0))
+    now = time.monotonic()
+    past_deadline = ms / 1000 > state.deadline - now
+    until = min(now + ms / 1000, state.deadline)
+    stop = state.activity.cancel_requested if state.activity is not None else None
+    while (left := until - time.monotonic()) > 0:
+        time.sleep(min(left, SLEEP_CHECK_S))
+        if stop is not None and left > SLEEP_CHECK_S and stop():
+            return
+    if past_deadline:
         raise DeadlineExceeded(f"host call sleep({ms} ms) ran past the activation deadline")
-    time.sleep(ms / 1000)
 
 
 def publish_value(state: HostCalls, name: str, value: bytes) -> None:

@@ -1,6 +1,10 @@
 """Lease heartbeats for the tasks a worker is running (one thread per worker, any number of
 tasks): each task's lease is renewed every third of its length while its activation runs, and
-an activity's own heartbeats are throttled to one RPC per `GUEST_HEARTBEAT_INTERVAL_S`."""
+an activity's own heartbeats are throttled to one RPC per `GUEST_HEARTBEAT_INTERVAL_S`.
+
+A task whose lease is found lost (the run closed, was reset, or the task went to another worker)
+reads as asked to stop (`cancel_requested`) until its activation ends: whatever it still computes
+is discarded, so an activity sleeping in the host stops holding its guest slot."""
 
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ class Heartbeats(threading.Thread):
         self._cond = threading.Condition()
         self._beats: dict[int, _Beat] = {}
         """By the identity of the leased task object (a re-lease is a new object)."""
+        self._lost: set[int] = set()
+        """Tasks (by identity) whose lease was found lost while they ran."""
         self._stopped = False
 
     def track(self, task: LeasedTask) -> None:
@@ -61,8 +67,16 @@ class Heartbeats(threading.Thread):
             self._cond.notify()
 
     def untrack(self, task: LeasedTask) -> None:
+        """The task's activation ended (its report sent, or abandoned)."""
         with self._cond:
             self._beats.pop(id(task), None)
+            self._lost.discard(id(task))
+
+    def lost(self, task: LeasedTask) -> None:
+        """The task's lease is gone: stop renewing it, and tell its activity to stop."""
+        with self._cond:
+            if self._beats.pop(id(task), None) is not None:
+                self._lost.add(id(task))
 
     def holding(self) -> list[int]:
         """The ids of the tasks this worker is running now."""
@@ -77,6 +91,8 @@ class Heartbeats(threading.Thread):
 
     def cancel_requested(self, task: LeasedTask) -> bool:
         with self._cond:
+            if id(task) in self._lost:
+                return True  # nothing it computes can be reported any more
             beat = self._beats.get(id(task))
             return task.cancel_requested if beat is None else beat.cancel_requested
 
@@ -140,7 +156,7 @@ class Heartbeats(threading.Thread):
                 ack = self._client.heartbeat(task, worker_id=self._worker_id, details=details)
                 self.note(task, ack)
             except LeaseLost:
-                _log.warning("task %d: lease lost while running", task.task_id)
-                self.untrack(task)
+                _log.warning("task %d: lease lost while running; asking it to stop", task.task_id)
+                self.lost(task)
             except AmberError as exc:
                 _log.warning("heartbeat for task %d failed: %s", task.task_id, exc)

@@ -18,7 +18,7 @@ from amber.runtime.model._tasks import HeartbeatAck, LeasedTask, NewCommand, Wor
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.server._server import AmberServer
 from amber.runtime.worker._heartbeat import Heartbeats
-from tests.conftest import InProcessServer
+from tests.conftest import InProcessServer, wait_for
 from tests.history._proxy import PgProxy, upstream_of
 
 from ._engine_helpers import drive, make_worker
@@ -241,6 +241,45 @@ def test_an_activity_blocked_past_its_deadline_fails_typed_and_the_worker_goes_o
     (failure,) = srv.client.describe(napping).recent_failures
     assert failure.reason == "deadline" and "sleep" in failure.message
     assert srv.client.result(napping).status is RunStatus.RUNNING  # a crash: counted, retried
+
+
+def test_a_sleeping_activity_of_a_terminated_run_gives_its_slot_back(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    # `nap` sleeps ten minutes in the host. Once its run is terminated, its lease is gone and
+    # nothing it returns can be recorded: the sleep ends at the next heartbeat, not at the
+    # activity's 60 s deadline, and the worker's only slot serves the next run.
+    import threading
+
+    from amber.runtime.model._settings import EngineSettings
+    from amber.runtime.sandbox._sandbox import SandboxLimits
+    from amber.runtime.worker._worker import Worker, WorkerSettings
+
+    srv = make_server(settings=EngineSettings(lease=timedelta(seconds=1.5)))
+    srv.client.upload_version(modules["hostile"], promote=True)
+    srv.client.upload_version(modules["orders"], promote=True)
+    limits = SandboxLimits(deadline_s=60.0)
+    settings = WorkerSettings(worker_id="n", poll_wait_s=0.2, slots=1, activity_limits=limits)
+    worker = Worker(srv.client, sandbox, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        napping = srv.client.start_run("call", {"activity": "nap", "args": None}).run.run_id
+
+        def napping_now() -> bool:
+            tasks = srv.client.describe(napping).tasks
+            return any(t.kind.value == "activity" and t.state.value == "leased" for t in tasks)
+
+        wait_for(napping_now, 20, "the nap to be leased")
+        srv.client.terminate(napping, reason="not needed", operator="ops")
+        good = srv.client.start_run("orders", ORDER).run.run_id
+        # Long before the nap's deadline, the slot it held has served the next run.
+        assert srv.client.result(good, wait_s=30).status is RunStatus.COMPLETED
+    finally:
+        worker.stop()
+        thread.join(timeout=70)
+    failures = [(f.reason, f.message) for f in srv.client.describe(napping).recent_failures]
+    assert failures == []  # a lost lease is no crash
 
 
 @pytest.fixture
