@@ -345,14 +345,26 @@ class VersionUse:
     """Task rows that will run on it (activity retries run on the version that scheduled them)."""
 
 
-def version_use_txn(cur: Cursor, digest: str) -> VersionUse:
+def version_use_txn(cur: Cursor, digest: str, workflow_type: str | None = None) -> VersionUse:
+    """What uses the version; with `workflow_type`, only runs of that type and their tasks (a
+    module may declare several workflow types)."""
+    of_type = "" if workflow_type is None else " AND workflow_type = %(type)s"
+    params = {"digest": digest, "type": workflow_type}
     cur.execute(
         "SELECT count(*) FILTER (WHERE status = 'running'),"
-        " count(*) FILTER (WHERE status <> 'running') FROM amber_runs WHERE digest = %s",
-        (digest,),
+        " count(*) FILTER (WHERE status <> 'running') FROM amber_runs WHERE digest = %(digest)s"
+        + of_type,
+        params,
     )
     running, closed = cur.fetchone() or (0, 0)
-    cur.execute("SELECT count(*) FROM amber_tasks WHERE digest = %s", (digest,))
+    if workflow_type is None:
+        cur.execute("SELECT count(*) FROM amber_tasks WHERE digest = %(digest)s", params)
+    else:
+        cur.execute(
+            "SELECT count(*) FROM amber_tasks t JOIN amber_runs r ON r.run_id = t.run_id"
+            " WHERE t.digest = %(digest)s AND r.workflow_type = %(type)s",
+            params,
+        )
     row = cur.fetchone()
     return VersionUse(running=running, closed=closed, tasks=row[0] if row else 0)
 

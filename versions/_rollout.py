@@ -136,7 +136,7 @@ class Rollout:
                 roles[rollout.previous] = "previous"
             versions = []
             for digest in digests:
-                use = version_use_txn(cur, digest)
+                use = version_use_txn(cur, digest, workflow_type)
                 if digest not in roles and not use.running and not health[digest].activations:
                     continue
                 versions.append(

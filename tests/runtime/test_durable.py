@@ -685,3 +685,13 @@ def test_operator_notes_and_timeouts_are_bounded(srv: InProcessServer) -> None:
     with pytest.raises(InvalidInput, match="execution timeout must be between"):
         srv.client.start_run("sleeper", {"ms": 1}, execution_timeout_s=1e12)
     assert srv.client.result(run).status is RunStatus.RUNNING  # the refusals changed nothing
+
+
+def test_a_type_s_rollout_status_counts_only_that_type_s_open_runs(srv: InProcessServer) -> None:
+    # `hostile` declares many workflow types: the open runs of `sleeper` are not `boom`'s.
+    srv.client.start_run("sleeper", {"ms": 10**9})
+    srv.client.start_run("sleeper", {"ms": 10**9})
+    srv.client.start_run("boom", {})
+    (sleeper,) = srv.client.rollout("sleeper").versions
+    (boom,) = srv.client.rollout("boom").versions
+    assert (sleeper.use.running, boom.use.running) == (2, 1)
