@@ -135,11 +135,11 @@ def judge(
         elif known is not None and crash.count < policy.crashes_to_poison:
             nth = _ORDINALS.get(crash.count, f"#{crash.count}")
             why = (
-                f"{reason} at step {crash.step}: fingerprint {crash.fingerprint} {known}"
+                f"{reason} {_where(crash)}: fingerprint {crash.fingerprint} {known}"
                 f" (poisoned at its {nth} crash)"
             )
         else:
-            why = f"{crash.count} consecutive crashes ({reason}) at step {crash.step}"
+            why = f"{crash.count} consecutive crashes ({reason}) {_where(crash)}"
         return Verdict(
             pool="surgical",
             visible_at=now + policy.surgical_delay(0),
@@ -151,3 +151,8 @@ def judge(
     return Verdict(
         pool="main", visible_at=now + backoff, crash=crash, poisoned_at=None, poison_reason=None
     )
+
+
+def _where(crash: Crash) -> str:
+    """Where a crash happened, for a poison reason: the step, when the fault names one."""
+    return "with no step recorded" if crash.step is None else f"at step {crash.step}"

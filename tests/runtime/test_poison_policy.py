@@ -73,6 +73,11 @@ def test_a_crash_whose_fingerprint_already_poisoned_another_run_is_poisoned_at_o
     # A run that crashed once before the fingerprint became known is diverted at its second.
     second = judge(_task(), _crash(2), "trap", NOW, POLICY, 0, known="crashed 3 times in 24 h")
     assert "(poisoned at its second crash)" in (second.poison_reason or "")
+    # A fault that names no step (an oversized workflow result) says so, not "step None".
+    stepless = Crash(step=None, fingerprint="f", count=3)
+    third = judge(_task(), stepless, "payload_too_large", NOW, POLICY, 0)
+    assert "with no step recorded" in (third.poison_reason or "")
+    assert "None" not in (third.poison_reason or "")
 
 
 def test_surgical_failures_escalate_1_5_30_minutes_then_suspend_after_the_window() -> None:
