@@ -362,7 +362,11 @@ class HostImports:
         state = self._state("publish")
         if state.kind is not ActivationKind.WORKFLOW:
             raise AbiViolation("publish is only available to workflow code")
-        name = _read(caller, state, name_ptr, name_len, 256).decode("utf-8", errors="replace")
+        raw_name = _read(caller, state, name_ptr, name_len, 256)
+        try:
+            name = raw_name.decode("utf-8")
+        except UnicodeDecodeError:  # no query could name it: the guest's bug, said plainly
+            raise AbiViolation(f"publish name {raw_name[:64]!r} is not UTF-8") from None
         publish_value(state, name, _read(caller, state, ptr, length, MAX_PUBLISHED_BYTES))
 
     def _heartbeat(self, caller: wasmtime.Caller, ptr: int, length: int) -> int:

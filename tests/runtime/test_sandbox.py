@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -26,6 +27,7 @@ from amber.runtime.replay._activity import run_activity
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
 from amber.runtime.sandbox._engine import SandboxEngine
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
+from amber.tools._build import build_module
 from tests.runtime._engine_helpers import activity_attempt
 
 LIMITS = SandboxLimits(fuel=50_000_000, memory_bytes=16 * 2**20, deadline_s=2.0)
@@ -263,3 +265,27 @@ def test_suspending_with_nothing_outstanding_is_refused(
     with pytest.raises(AbiViolation, match="suspended although every command") as refused:
         _workflow(sandbox, _digest(modules, "hostile"), "idle")
     assert refused.value.fuel_used and refused.value.memory_bytes and refused.value.step == 0
+
+
+def test_a_query_value_published_under_a_name_that_is_not_utf8_is_an_abi_violation(
+    tmp_path: Path,
+) -> None:
+    # No query could name it; the host used to replace the bad bytes and keep it silently.
+    source = tmp_path / "odd.c"
+    source.write_text(
+        '#include "amber.h"\n'
+        'AMBER_MANIFEST({"abi": 1, "workflows": ["odd"], "activities": []})\n'
+        "AMBER_WORKFLOW(odd) {\n"
+        '    amber_publish(wf, "st\\xff" "age", amber_str("\\xc0"));\n'
+        '    return amber_wf_complete(wf, amber_str("\\xc0"));\n'
+        "}\n"
+    )
+    wasm = build_module(source, tmp_path / "odd.wasm").output.read_bytes()
+    engine = SandboxEngine(tmp_path / "artifacts")
+    try:
+        sandbox = Sandbox(engine, SystemClock(), lambda _digest: wasm)
+        digest = hashlib.sha256(wasm).hexdigest()
+        with pytest.raises(AbiViolation, match=r"publish name b'st\\xffage' is not UTF-8"):
+            _workflow(sandbox, digest, "odd")
+    finally:
+        engine.close()
