@@ -335,18 +335,16 @@ def test_an_upgrade_offer_withdrawn_before_the_report_runs_the_activation_again(
     assert srv.client.result(run).digest == v1 and _waits_for_go(srv, run)
 
 
-def test_a_run_that_closes_between_its_check_and_its_move_is_reported_closed(
-    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, monkeypatch: pytest.MonkeyPatch
+def _between_check_and_move(
+    monkeypatch: pytest.MonkeyPatch, worker: Worker, meanwhile: Callable[[], object]
 ) -> None:
-    # An operator migrating a named run while another terminates (or resets) it: the run did
-    # not move, and the answer says so (`runs migrate` then exits 3), not "skipped".
+    """Make a migration run `meanwhile` after its replay check and before it moves the runs
+    (a worker serves the check tasks until the check is over)."""
     from amber.runtime.services._migration import MigrationService
 
-    worker = make_worker(srv.client, sandbox)
-    (run,) = _park(srv, worker, ["ended"]).values()
     real_replay = MigrationService._replay_all
 
-    def replay_then_terminate(self, digest, runs, timeout_s):  # type: ignore[no-untyped-def]
+    def replay_then(self, digest, runs, timeout_s):  # type: ignore[no-untyped-def]
         checked = threading.Event()
 
         def serve() -> None:
@@ -360,10 +358,24 @@ def test_a_run_that_closes_between_its_check_and_its_move_is_reported_closed(
         finally:
             checked.set()
             thread.join()
-        srv.client.terminate(run, reason="another operator", operator="bob")
+        meanwhile()
         return verdicts
 
-    monkeypatch.setattr(MigrationService, "_replay_all", replay_then_terminate)
+    monkeypatch.setattr(MigrationService, "_replay_all", replay_then)
+
+
+def test_a_run_that_closes_between_its_check_and_its_move_is_reported_closed(
+    srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An operator migrating a named run while another terminates (or resets) it: the run did
+    # not move, and the answer says so (`runs migrate` then exits 3), not "skipped".
+    worker = make_worker(srv.client, sandbox)
+    (run,) = _park(srv, worker, ["ended"]).values()
+    _between_check_and_move(
+        monkeypatch,
+        worker,
+        lambda: srv.client.terminate(run, reason="another operator", operator="bob"),
+    )
     _, moved = srv.client.migrate_runs(v2, TYPE, run_ids=[run], reason="r", wait_s=30)
     assert [(c.verdict, c.outcome) for c in moved] == [("compatible", "closed")]
     assert srv.client.result(run).digest == v1
@@ -372,30 +384,10 @@ def test_a_run_that_closes_between_its_check_and_its_move_is_reported_closed(
 def test_a_migration_is_skipped_for_a_run_whose_history_grew_since_its_check(
     srv: InProcessServer, sandbox: Sandbox, v1: str, v2: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from amber.runtime.services._migration import MigrationService
-
     worker = make_worker(srv.client, sandbox)
     (run,) = _park(srv, worker, ["grown"]).values()
-    real_replay = MigrationService._replay_all
-
-    def replay_then_signal(self, digest, runs, timeout_s):  # type: ignore[no-untyped-def]
-        checked = threading.Event()
-
-        def serve() -> None:  # the check tasks need a worker until the check is over
-            while not checked.is_set():
-                worker.run_once(wait_s=0.05)
-
-        thread = threading.Thread(target=serve, daemon=True)
-        thread.start()
-        try:
-            verdicts = real_replay(self, digest, runs, timeout_s)
-        finally:
-            checked.set()
-            thread.join()
-        srv.client.signal(run, "go", {})  # history grows between the check and the move
-        return verdicts
-
-    monkeypatch.setattr(MigrationService, "_replay_all", replay_then_signal)
+    # History grows between the check and the move.
+    _between_check_and_move(monkeypatch, worker, lambda: srv.client.signal(run, "go", {}))
     _, moved = srv.client.migrate_runs(v2, TYPE, reason="r", wait_s=30)
     assert [c.outcome for c in moved] == ["moved_on"]
     assert srv.client.result(run).digest == v1
