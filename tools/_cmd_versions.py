@@ -28,7 +28,11 @@ def _short(digest: str | None) -> str:
 def upload(client: AmberClient, args: argparse.Namespace) -> int:
     wasm = Path(args.file).read_bytes()
     result = client.upload_version(
-        wasm, promote=args.promote, label=args.label or "", operator=operator_name(args)
+        wasm,
+        promote=args.promote,
+        label=args.label or "",
+        operator=operator_name(args),
+        reason=args.reason or "",
     )
     if args.json:
         out.emit_json({**out.version_json(result.version), "created": result.created})
@@ -238,6 +242,7 @@ def register(
     p.add_argument("--promote", action="store_true", help="make it current for its workflow types")
     p.add_argument("--label", help="name it, e.g. orders@2.0 (a label names one digest forever)")
     p.add_argument("--operator", help="who, for the audit log (default: your user name)")
+    p.add_argument("--reason", help="why, for the audit log")
     p.set_defaults(remote=upload)
     p = versions.add_parser("list", parents=[common], help="every stored version and its roles")
     p.set_defaults(remote=list_all)

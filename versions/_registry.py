@@ -30,6 +30,8 @@ DEFAULT_MAX_COMPONENT_BYTES = 48 * 1024 * 1024
 """A Python guest carries CPython (~18 MB); the cap stays under gRPC's 64 MiB message limit."""
 
 _HEX = re.compile(r"[0-9a-f]{8,64}")
+MAX_REASON_CHARS = 4096
+"""The longest reason an audited version command keeps (as for run commands)."""
 LABEL = re.compile(r"[A-Za-z0-9_.\-]{1,64}@[A-Za-z0-9_.\-+]{1,64}")
 """`name@version`, e.g. `orders@2.0`."""
 
@@ -174,15 +176,23 @@ class VersionRegistry:
         self._manifest_checks = tuple(manifest_checks)
 
     def upload(
-        self, wasm: bytes, *, now: datetime, label: str = "", actor: str = "unnamed"
+        self,
+        wasm: bytes,
+        *,
+        now: datetime,
+        label: str = "",
+        actor: str = "unnamed",
+        reason: str = "",
     ) -> UploadResult:
         """Validate and store a module. Same bytes again: a no-op returning the same digest.
 
         The version becomes current for each workflow type it declares that has no current
         version yet (promoting it over an existing one is `Rollout.promote`, audited). `label`
-        names it too. A new version is audited (`version.upload`) under `actor`, with the
-        types it became current for.
+        names it too. A new version is audited (`version.upload`) under `actor` with `reason`,
+        and the types it became current for.
         """
+        if len(reason) > MAX_REASON_CHARS:
+            raise InvalidInput(f"a reason is at most {MAX_REASON_CHARS} characters")
         # Here, not at the top: wasmtime loads when a module is validated, not when a client
         # reads a version.
         from ._validate import validate_module
@@ -235,7 +245,7 @@ class VersionRegistry:
                         actor=actor,
                         action="version.upload",
                         target=digest,
-                        reason="",
+                        reason=reason,
                         detail=detail,
                         at=now,
                     ),

@@ -423,16 +423,18 @@ class VersionInfo(_message.Message):
     def __init__(self, digest: _Optional[str] = ..., size: _Optional[int] = ..., manifest_json: _Optional[str] = ..., uploaded_ms: _Optional[int] = ..., current_for: _Optional[_Iterable[str]] = ..., candidate_for: _Optional[_Iterable[str]] = ..., labels: _Optional[_Iterable[str]] = ..., retired_ms: _Optional[int] = ..., has_use: _Optional[bool] = ..., running_runs: _Optional[int] = ..., closed_runs: _Optional[int] = ..., tasks: _Optional[int] = ..., retire_blockers: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class UploadVersionRequest(_message.Message):
-    __slots__ = ("module", "promote", "label", "operator")
+    __slots__ = ("module", "promote", "label", "operator", "reason")
     MODULE_FIELD_NUMBER: _ClassVar[int]
     PROMOTE_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     OPERATOR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     module: bytes
     promote: bool
     label: str
     operator: str
-    def __init__(self, module: _Optional[bytes] = ..., promote: _Optional[bool] = ..., label: _Optional[str] = ..., operator: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, module: _Optional[bytes] = ..., promote: _Optional[bool] = ..., label: _Optional[str] = ..., operator: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class UploadVersionResponse(_message.Message):
     __slots__ = ("version", "created")

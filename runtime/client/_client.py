@@ -248,9 +248,16 @@ class AmberClient(ReportCalls):
     # -- versions ----------------------------------------------------------------------------
 
     def upload_version(
-        self, wasm: bytes, *, promote: bool = False, label: str = "", operator: str = ""
+        self,
+        wasm: bytes,
+        *,
+        promote: bool = False,
+        label: str = "",
+        operator: str = "",
+        reason: str = "",
     ) -> UploadResult:
-        """Store a module version (audited under `operator`, or the operator token's name)."""
+        """Store a module version (audited under `operator`, or the operator token's name, with
+        `reason`)."""
         if len(wasm) > MAX_MESSAGE_BYTES - _ENVELOPE_ROOM:
             raise PayloadTooLarge(
                 f"the module is {len(wasm)} bytes; one upload carries at most"
@@ -258,7 +265,7 @@ class AmberClient(ReportCalls):
                 " is lower still unless raised)"
             )
         request = pb.UploadVersionRequest(
-            module=wasm, promote=promote, label=label, operator=operator
+            module=wasm, promote=promote, label=label, operator=operator, reason=reason
         )
         # The server compiles the module before it answers: about 5 s for an 18 MB Python
         # component on a quiet machine, several times that on a busy one.

@@ -233,7 +233,9 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
             "" if self._operators.by_hash is not None else f"unnamed client {_peer(context)}"
         )
         actor = self._actor(context, claimed)
-        result = self._registry.upload(request.module, now=now, label=request.label, actor=actor)
+        result = self._registry.upload(
+            request.module, now=now, label=request.label, actor=actor, reason=request.reason
+        )
         if request.promote:  # audited like any promotion; each type on its own
             for workflow_type in result.version.manifest.workflows:
                 self._rollout.promote(
@@ -241,7 +243,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
                     result.version.digest,
                     now=now,
                     actor=actor,
-                    reason="upload --promote",
+                    reason=request.reason or "upload --promote",
                 )
             self._tasks_forget(result.version.manifest.workflows)
             result = replace(result, version=self._registry.get(result.version.digest))

@@ -162,3 +162,18 @@ def test_uploading_a_retired_version_again_says_it_stays_retired(
     code, out, _ = amber(capsys, served, "versions", "upload", str(wasm["v1"]))
     assert code == 0 and "already stored" in out
     assert "nothing starts or moves onto it" in out
+
+
+def test_an_upload_records_why_it_was_made(
+    served: InProcessServer,  # noqa: F811
+    wasm: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = amber(capsys, served, "versions", "upload", str(wasm["v1"]), "--promote",
+                         "--reason", "fixes the welcome mail", "--operator", "ana")  # fmt: skip
+    assert code == 0, err
+    records = served.client.list_audit()
+    upload = [(r.actor, r.reason) for r in records if r.action == "version.upload"]
+    promote = [(r.actor, r.reason) for r in records if r.action == "rollout.promote"]
+    assert upload == [("ana", "fixes the welcome mail")]
+    assert all(why == "fixes the welcome mail" for _, why in promote)
