@@ -235,7 +235,13 @@ def _replay_history(args: argparse.Namespace, bundle: Bundle) -> int:
         print(f"recorded  {result.recorded_status}")
         print(f"replayed  {result.replayed_status}")
         print(f"          {result.message}")
-        print("REPRODUCED" if result.reproduced else "NOT reproduced")
+        # A whole-history replay reproduces the history, not a crash: say which.
+        none = "" if any(f.repro for f in bundle.failures) else " (no failure in this bundle)"
+        print(
+            f"REPRODUCED: the whole history replays as recorded{none}"
+            if result.reproduced
+            else "NOT reproduced: the history does not replay as recorded"
+        )
     return 0 if result.reproduced else 3
 
 

@@ -94,3 +94,21 @@ def test_a_server_with_operator_tokens_takes_the_operator_from_the_token(
         assert [e.payload["by"] for e in events] == ["alice", "alice"]
     finally:
         server.stop(grace_s=0.5)
+
+
+def test_replaying_a_healthy_run_s_bundle_says_it_reproduced_the_history(
+    served: InProcessServer,  # noqa: F811
+    modules: dict[str, bytes],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    served.client.upload_version(modules["orders"], promote=True)
+    order = {"order_id": "T-1", "sku": "X", "quantity": 1, "amount_cents": 10}
+    run_id = served.client.start_run("orders", order).run.run_id
+    assert served.client.result(run_id, wait_s=30).status.value == "completed"
+    bundle = tmp_path / "ok.bundle"
+    code, _, err = amber(capsys, served, "triage", "export", run_id, "-o", str(bundle))
+    assert code == 0, err
+    code, out, _ = amber(capsys, served, "triage", "replay", str(bundle), "--fresh")
+    assert code == 0
+    assert "REPRODUCED: the whole history replays as recorded (no failure in this bundle)" in out
