@@ -43,6 +43,7 @@ from amber.history import (
     Troubled,
     VersionConflict,
     append_events_txn,
+    audit_for_txn,
     delete_pending_task_txn,
     get_run_txn,
     notify_txn,
@@ -202,6 +203,16 @@ class TriageService:
 
     # -- one run -------------------------------------------------------------------------------
 
+    def _latest_command_txn(self, cur: Cursor, run_id: str) -> str:
+        """For a refusal: the last audited command on the run, which usually explains it (two
+        operators at once: the other one's command won)."""
+        entries = audit_for_txn(cur, run_id, limit=1)
+        if not entries:
+            return ""
+        last = entries[0]
+        ago = max(0.0, (self._clock.now() - last.at).total_seconds())
+        return f" (last command on it: {last.action} by {last.actor}, {ago:.0f} s ago)"
+
     def _one(self, command: TriageCommand, ref: str) -> TriageOutcome:
         run = self._db.run(lambda cur: find_run_txn(cur, ref, command.tenant))
         target = ""
@@ -213,11 +224,17 @@ class TriageService:
             current = get_run_txn(cur, run.run_id, for_update=True)
             assert current is not None
             if current.status.closed:
-                raise RunClosed(f"run {current.run_id} is already {current.status.value}")
+                raise RunClosed(
+                    f"run {current.run_id} is already {current.status.value}"
+                    + self._latest_command_txn(cur, current.run_id)
+                )
             # Locked: a claim skips these rows, a report or sweep waits, until this commits.
             tasks = run_tasks_txn(cur, current.run_id, for_update=True)
             troubled = _troubled_tasks(tasks)
-            _check_troubled(current, troubled, command)
+            try:
+                _check_troubled(current, troubled, command)
+            except NotTroubled as exc:
+                raise NotTroubled(f"{exc}{self._latest_command_txn(cur, current.run_id)}") from None
             if command.action is TriageAction.TERMINATE:
                 return self._terminate_txn(cur, current, command)
             if any(t.state is TaskState.LEASED for t in troubled):

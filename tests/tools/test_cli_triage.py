@@ -57,6 +57,11 @@ def test_triage_from_the_command_line(
     assert amber(capsys, served, "triage", "list")[1].strip() == "no suspended or poisoned runs"
     closing = served.client.history(run_id)[-1]
     assert closing.type is EventType.RUN_TERMINATED and closing.payload["by"] == "ops"
+    # A second operator a moment late learns why the run is past triage, and who acted.
+    code, _, err = amber(capsys, served, "triage", "skip", run_id, "--step", "0",
+                         "--result", "{}", "--reason", "late", "--operator", "bob")  # fmt: skip
+    assert code == 2 and "is already terminated" in err
+    assert "last command on it: run.triage.terminate by ops" in err
 
 
 def test_a_server_with_operator_tokens_takes_the_operator_from_the_token(
