@@ -30,8 +30,6 @@ DEFAULT_MAX_COMPONENT_BYTES = 48 * 1024 * 1024
 """A Python guest carries CPython (~18 MB); the cap stays under gRPC's 64 MiB message limit."""
 
 _HEX = re.compile(r"[0-9a-f]{8,64}")
-MAX_REASON_CHARS = 4096
-"""The longest reason an audited version command keeps (as for run commands)."""
 LABEL = re.compile(r"[A-Za-z0-9_.\-]{1,64}@[A-Za-z0-9_.\-+]{1,64}")
 """`name@version`, e.g. `orders@2.0`."""
 
@@ -191,8 +189,6 @@ class VersionRegistry:
         names it too. A new version is audited (`version.upload`) under `actor` with `reason`,
         and the types it became current for.
         """
-        if len(reason) > MAX_REASON_CHARS:
-            raise InvalidInput(f"a reason is at most {MAX_REASON_CHARS} characters")
         # Here, not at the top: wasmtime loads when a module is validated, not when a client
         # reads a version.
         from ._validate import validate_module
