@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from amber.abi import InvalidInput, pack
-from amber.history import amber_home
+from amber.history import TaskState, amber_home
 from amber.runtime.client import AmberClient
 from amber.runtime.model import Bundle, TriageOutcome
 
@@ -90,7 +90,7 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
             line += f" crashes={crash.count} at step {step} fingerprint={crash.fingerprint}"
         if t.poisoned_at is not None:
             line += f" poisoned {_since(t.poisoned_at)} ({t.poison_reason})"
-            if not run.suspension and t.state.value == "pending":
+            if not run.suspension and t.state is TaskState.PENDING:
                 line += f"; the surgical pool tries it next at {_since(t.visible_at)}"
         print(line)
     if not desc.recent_failures:

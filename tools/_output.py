@@ -9,7 +9,7 @@ from typing import Any
 
 from amber.abi import payload_json
 from amber.history import Event, Run
-from amber.runtime.model import RunCheck, RunDescription
+from amber.runtime.model import FailureReason, RunCheck, RunDescription
 from amber.versions import ModuleVersion
 
 
@@ -139,18 +139,18 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
     }
 
 
-def fuel_text(reason: str, fuel_used: int | None, *, missing: str = "-") -> str:
-    """A failure's fuel as a person should read it. A deadline kill's is a lower bound:
-    wasmtime does not write its fuel counter back when it interrupts a guest, so the count
-    stops at the guest's last call (a loop without calls reads about 0)."""
-    if fuel_used is None:
-        return missing
-    return f">={fuel_used}" if reason == "deadline" else str(fuel_used)
-
-
 def fuel_exact(reason: str) -> bool:
-    """Whether a failure's recorded fuel is the fuel it used (see `fuel_text`)."""
-    return reason != "deadline"
+    """Whether a failure's recorded fuel is the fuel it used. A deadline kill's is a lower
+    bound: wasmtime does not write its fuel counter back when it interrupts a guest, so the
+    count stops at the guest's last call (a loop without calls reads about 0)."""
+    return reason != FailureReason.DEADLINE
+
+
+def fuel_text(reason: str, fuel_used: int | None) -> str:
+    """A failure's fuel as a person should read it: `>=N` where it is a lower bound."""
+    if fuel_used is None:
+        return "-"
+    return str(fuel_used) if fuel_exact(reason) else f">={fuel_used}"
 
 
 def emit_json(data: Any) -> None:
