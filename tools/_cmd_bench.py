@@ -121,6 +121,13 @@ def register(
         " --slice-fuel; 0: never; default: its own)",
     )
     parser.add_argument(
+        "--worker-slice-cpu-ms",
+        type=float,
+        metavar="MS",
+        help="CPU an activity runs on before it moves to the background lane (amber worker"
+        " --slice-cpu-ms; 0: fuel alone; default: its own)",
+    )
+    parser.add_argument(
         "--worker-warm-activities",
         type=int,
         metavar="RUNS",
@@ -264,6 +271,11 @@ def bench(args: argparse.Namespace) -> int:
         worker_args=(("--unary",) if args.worker_unary else ())
         + (() if args.worker_sticky is None else ("--sticky", str(args.worker_sticky)))
         + (() if args.worker_slice_fuel is None else ("--slice-fuel", str(args.worker_slice_fuel)))
+        + (
+            ()
+            if args.worker_slice_cpu_ms is None
+            else ("--slice-cpu-ms", str(args.worker_slice_cpu_ms))
+        )
         + (
             ()
             if args.worker_warm_activities is None

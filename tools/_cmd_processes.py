@@ -102,6 +102,13 @@ def register(
         " 0: never; needs --guests of 2 or more)",
     )
     p.add_argument(
+        "--slice-cpu-ms",
+        type=float,
+        metavar="MS",
+        help="so does an activity that uses this much CPU, whatever its fuel (a memory bomb's"
+        " page faults count: default 10; 0: fuel alone)",
+    )
+    p.add_argument(
         "--memory-mb", type=int, help="linear memory per activation (default 64, both pools)"
     )
     p.add_argument("--workflow-deadline", type=float, default=5.0, help="seconds")

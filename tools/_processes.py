@@ -27,6 +27,7 @@ from amber.runtime.client import AmberClient
 from amber.runtime.metrics import OpsEndpoint, OpsListen
 from amber.runtime.model import EngineSettings, SystemClock
 from amber.runtime.sandbox import (
+    SLICE_CPU_S,
     SLICE_FUEL,
     WARM_RUNS,
     ParallelSandbox,
@@ -279,6 +280,9 @@ def work(args: argparse.Namespace) -> int:
         slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
         if not 0 <= slice_fuel <= args.fuel:
             raise InvalidInput("--slice-fuel must be between 0 and --fuel")
+        slice_cpu_ms = SLICE_CPU_S * 1000 if args.slice_cpu_ms is None else args.slice_cpu_ms
+        if not 0 <= slice_cpu_ms <= 60_000:
+            raise InvalidInput("--slice-cpu-ms must be between 0 and 60000")
         instances = pool_instances(
             sticky_runs=args.sticky, warm_runs=warm_runs, slots=settings.slots
         )
@@ -291,6 +295,7 @@ def work(args: argparse.Namespace) -> int:
             guests=min(args.guests, settings.slots),
             sticky_runs=args.sticky,
             slice_fuel=slice_fuel,
+            slice_cpu_s=slice_cpu_ms / 1000 if slice_cpu_ms else None,
             warm_runs=warm_runs,
         )
 

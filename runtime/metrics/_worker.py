@@ -57,7 +57,7 @@ class WorkerMetrics:
         self._background = Gauge(
             "amber_worker_background_activities",
             "Activities in the background lane now, held back or running at low priority (they"
-            " used up their fuel slice)",
+            " used up their fuel or CPU slice)",
             registry=r,
         )  # fmt: skip
 

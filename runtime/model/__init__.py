@@ -48,6 +48,7 @@ from ._faults import (
     ModuleUnavailable,
     NonDeterminism,
     OutOfFuel,
+    SliceUsed,
     StackOverflow,
 )
 from ._ids import new_run_id
@@ -140,6 +141,7 @@ __all__ = [
     "SandboxBusy",
     "ServerStatus",
     "SignalRequest",
+    "SliceUsed",
     "StackOverflow",
     "StartRequest",
     "StartResult",

@@ -89,6 +89,13 @@ class OutOfFuel(GuestFault):
     reason = FailureReason.OUT_OF_FUEL
 
 
+class SliceUsed(OutOfFuel):
+    """A sliced activity used the CPU slice of its first run (`ActivationRequest.slice_cpu_s`):
+    like a used-up fuel slice, not its outcome, and never recorded; whoever sliced it runs it
+    again from the start on its whole budget. An `OutOfFuel` so that what handles the end of a
+    fuel slice handles it too."""
+
+
 class MemoryLimitExceeded(GuestFault):
     """The guest needed more memory than the activation's limit."""
 

@@ -17,7 +17,7 @@ from ._fastcall import exports as instance_exports
 from ._host import MAX_RECORD_DETAIL, ActivationKind, ActivityHost, HostCallObserver, HostCallRecord
 from ._http import HttpPolicy, check_capabilities, http_policy
 from ._isolated import ChildStartFailed, IsolatedSandbox
-from ._parallel import SLICE_FUEL, ParallelSandbox, guest_runner
+from ._parallel import SLICE_CPU_S, SLICE_FUEL, ParallelSandbox, guest_runner
 from ._pooling import pool_instances
 from ._priority import lower_priority
 from ._recording import RecordingSandbox
@@ -37,6 +37,7 @@ __all__ = [
     "ENGINE_FLAGS",
     "IDLE_S",
     "MAX_RECORD_DETAIL",
+    "SLICE_CPU_S",
     "SLICE_FUEL",
     "STICKY_RUNS",
     "WARM_RUNS",

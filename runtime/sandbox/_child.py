@@ -102,6 +102,7 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
         limits=limits_from_doc(frame["limits"]),
         query=frame["query"],
         sliced=bool(frame.get("sliced", False)),
+        slice_cpu_s=frame.get("slice_cpu_s"),
         activity=activity,
         observer=parent.record if frame.get("observe", True) else None,
     )

@@ -32,6 +32,7 @@ from amber.runtime.model import (
     ModuleUnavailable,
     NonDeterminism,
     OutOfFuel,
+    SliceUsed,
     StackOverflow,
 )
 
@@ -52,6 +53,7 @@ FAULT_TYPES: dict[str, type[GuestFault]] = {
         GuestTrap,
         StackOverflow,
         OutOfFuel,
+        SliceUsed,
         MemoryLimitExceeded,
         DeadlineExceeded,
         MalformedOutput,
@@ -209,6 +211,7 @@ def request_frame(
         "limits": dataclasses.asdict(request.limits),
         "query": request.query,
         "sliced": request.sliced,
+        "slice_cpu_s": request.slice_cpu_s,
         "idempotency_key": None if request.activity is None else request.activity.idempotency_key,
     }
 

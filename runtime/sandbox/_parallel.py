@@ -14,7 +14,9 @@ take a fraction of a millisecond, and a child costs a pipe round trip and a wake
 so overflowing at once cost a busy worker more than it saved (`amber bench --scaling` compares).
 
 A long guest gets only the CPU the rest leaves. An activity runs first on a slice of its fuel
-(`slice_fuel`); one that uses it all is run again from the start, with its whole budget, in the
+(`slice_fuel`) and of its thread's CPU (`slice_cpu_s`, which catches what costs CPU beyond
+instructions, a memory bomb's page faults: `_cpuslice`); one that uses either up is run again
+from the start, with its whole budget, in the
 `BackgroundLane`: child processes at low priority that start once this worker's other guests
 are quiet, holding none of the `guests` places. A fuel bomb then costs the healthy path its
 slice (about 20 ms at 5·10⁷ fuel), not its budget (about 0.4 s of CPU at 10⁹), and a heavy
@@ -54,6 +56,12 @@ OVERFLOW_AFTER_S = 0.002
 """How long an activation waits for the in-process sandbox before it runs in a child."""
 SLICE_FUEL = 50_000_000
 """Fuel an activity runs on before it moves to the background lane (≈ 20 ms of C guest CPU)."""
+SLICE_CPU_S = 0.01
+"""Thread CPU an activity runs on before it moves to the background lane, whatever its fuel:
+what a guest costs beyond its instructions (a memory bomb's page faults) counts too
+(`_cpuslice`). Checked at each epoch tick (10 ms), so a guest that uses it up ends within a
+tick after: at 10 ms, a 64 MiB memory bomb ends after about 20 ms instead of 30–65 (its page
+faults); a fresh Python activation (about 3 ms) stays well inside it."""
 BACKGROUND_NICENESS = 10
 """A tenth of a contended core or so: the lane is held back while other guests run, and once
 let go (quiet, or out of patience) it must still get somewhere on a machine that stays busy."""
@@ -75,15 +83,17 @@ class ParallelSandbox:
         *,
         background: BackgroundLane | None = None,
         slice_fuel: int = SLICE_FUEL,
+        slice_cpu_s: float | None = SLICE_CPU_S,
     ) -> None:
-        """`background`: where an activity that used up `slice_fuel` runs again (None: every
-        activation runs once, on its whole budget)."""
+        """`background`: where an activity that used up `slice_fuel`, or `slice_cpu_s` of its
+        thread's CPU, runs again (None: every activation runs once, on its whole budget)."""
         if guests < 2:
             raise ValueError("a parallel sandbox runs at least two guests; use Sandbox for one")
         self._inline = inline
         self._overflow = overflow
         self._background = background
         self._slice_fuel = slice_fuel
+        self._slice_cpu_s = slice_cpu_s
         self._watchers: tuple[Callable[[], None], Callable[[], None]] = (_nothing, _nothing)
         self._running = threading.BoundedSemaphore(guests)
         self._inline_free = threading.Lock()
@@ -107,12 +117,15 @@ class ParallelSandbox:
         if not self._sliced(request):
             return self._run_once(request)
         sliced = replace(
-            request, limits=replace(request.limits, fuel=self._slice_fuel), sliced=True
+            request,
+            limits=replace(request.limits, fuel=self._slice_fuel),
+            sliced=True,
+            slice_cpu_s=self._slice_cpu_s,
         )
         deadline_at = time.monotonic() + request.limits.deadline_s
         try:
             return self._run_once(sliced)
-        except OutOfFuel:
+        except OutOfFuel:  # its fuel slice, or its CPU slice (`SliceUsed`)
             pass
         assert self._background is not None
         with self._counting:
@@ -215,12 +228,14 @@ def guest_runner(
     guests: int,
     sticky_runs: int = 0,
     slice_fuel: int = SLICE_FUEL,
+    slice_cpu_s: float | None = SLICE_CPU_S,
     warm_runs: int = WARM_RUNS,
 ) -> Sandbox | StickySandbox | ParallelSandbox:
     """The sandbox a worker runs its activations in: in process for one guest at a time, a
     `ParallelSandbox` for more; with `sticky_runs`, the in-process one keeps that many live
     workflow instances (`StickySandbox`); with `slice_fuel` > 0 (and more than one guest),
-    an activity that uses up that much fuel runs again in the background lane; with `warm_runs`,
+    an activity that uses up that much fuel (or `slice_cpu_s` of CPU; None: fuel alone) runs
+    again in the background lane; with `warm_runs`,
     each process keeps that many runs' Python activity instances (`WarmActivities`)."""
     warm = WarmActivities(warm_runs) if warm_runs > 0 else None
     plain = Sandbox(engine, clock, module_source, warm=warm)
@@ -252,4 +267,11 @@ def guest_runner(
         ),
         slots=guests,
     )
-    return ParallelSandbox(inline, overflow, guests, background=background, slice_fuel=slice_fuel)
+    return ParallelSandbox(
+        inline,
+        overflow,
+        guests,
+        background=background,
+        slice_fuel=slice_fuel,
+        slice_cpu_s=slice_cpu_s,
+    )

@@ -47,11 +47,13 @@ from amber.runtime.model import (
     ModuleUnavailable,
     OutOfFuel,
     SandboxBusy,
+    SliceUsed,
     StackOverflow,
 )
 
 from . import _fastcall as _fastcall
 from ._component import classify, component_store, output_bytes
+from ._cpuslice import CpuWatch, watch
 from ._engine import EPOCH_TICK_S, LoadedModule, SandboxEngine
 from ._host import (
     ActivationKind,
@@ -104,6 +106,9 @@ class ActivationRequest:
     """An activity on a slice of its fuel, which its caller runs again on its whole budget in a
     fresh instance if it runs out (`ParallelSandbox`): running out is then not its outcome, so
     a kept instance's out-of-fuel goes back as it is instead of being run again here."""
+    slice_cpu_s: float | None = None
+    """With `sliced`: the thread CPU the run may use before it ends with `SliceUsed`, which
+    its caller handles as a used-up fuel slice (None: the fuel slice alone; `_cpuslice`)."""
     activity: ActivityHost | None = None
     """For activities: heartbeats, cancellation and the HTTP capability."""
     observer: HostCallObserver | None = None
@@ -131,6 +136,7 @@ class ActivationRequest:
             query=self.query,
             fresh=self.fresh,
             sliced=self.sliced,
+            slice_cpu_s=self.slice_cpu_s,
             activity=self.activity,
             observer=self.observer,
         )
@@ -232,6 +238,17 @@ def fresh_store(engine: wasmtime.Engine, limits: SandboxLimits) -> wasmtime.Stor
     )
     store.set_epoch_deadline(_deadline_ticks(limits))
     return store
+
+
+def _watch(store: wasmtime.Store, request: ActivationRequest) -> CpuWatch | None:
+    """Watch the activation about to run on `store` (its CPU slice, if sliced, and its
+    deadline), or None: not sliced on CPU, on a store no earlier activation watched."""
+    budget = request.slice_cpu_s if request.sliced else None
+    return watch(store, budget, request.limits.deadline_s)
+
+
+def _cpu_sliced(request: ActivationRequest) -> bool:
+    return request.sliced and request.slice_cpu_s is not None
 
 
 def _deadline_ticks(limits: SandboxLimits) -> int:
@@ -409,6 +426,7 @@ class Sandbox:
         started = time.monotonic()
         state = self._host_calls(request, started)
         store = fresh_store(self._engine.engine, limits)
+        watched = _watch(store, request) if _cpu_sliced(request) else None
         usage = _Usage(store=store, fuel=limits.fuel)
         host = self._engine.host
         if live is not None:
@@ -424,9 +442,13 @@ class Sandbox:
                 self._contextual(type(fault), fault.detail, request, usage), state
             ) from None
         except wasmtime.Trap as trap:
-            raise self._published(self._classify_trap(trap, request, usage), state) from None
+            ended = self._watch_ended(watched, request, usage)
+            ended = ended or self._classify_trap(trap, request, usage)
+            raise self._published(ended, state) from None
         except wasmtime.WasmtimeError as exc:
-            raise self._published(self._classify_error(exc, request, usage), state) from None
+            ended = self._watch_ended(watched, request, usage)
+            ended = ended or self._classify_error(exc, request, usage)
+            raise self._published(ended, state) from None
         finally:
             host.activate(None)
             usage.release()  # the instance is done with (a live one: its workflow ended)
@@ -475,6 +497,8 @@ class Sandbox:
             store = kept.store
             store.set_fuel(limits.fuel)
             store.set_epoch_deadline(_deadline_ticks(limits))
+        # A kept store may carry an earlier activation's watch, which would keep its deadline.
+        watched = _watch(store, request) if _cpu_sliced(request) or kept is not None else None
         usage = _Usage(store=store, fuel=limits.fuel)
         io = GuestIO(deterministic=request.kind is ActivationKind.WORKFLOW, seed=request.run_id)
         name = request.export.partition(".")[2]
@@ -501,9 +525,11 @@ class Sandbox:
         except GuestFault as fault:
             failed = self._contextual(type(fault), fault.detail, request, usage)
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
-            found = classify(exc, bytes(io.stderr))
-            failed = self._contextual(found.kind, found.detail, request, usage)
-            failed.trap_code = found.trap_code
+            failed = self._watch_ended(watched, request, usage)
+            if failed is None:
+                found = classify(exc, bytes(io.stderr))
+                failed = self._contextual(found.kind, found.detail, request, usage)
+                failed.trap_code = found.trap_code
         except BaseException:
             usage.release()  # an interrupted or evicted instance is done with
             raise
@@ -598,6 +624,31 @@ class Sandbox:
             memory_bytes=usage.memory_bytes(),
         )
 
+    def _watch_ended(
+        self, watched: CpuWatch | None, request: ActivationRequest, usage: _Usage
+    ) -> GuestFault | None:
+        """The fault a watched activation's end stands for (None: the watch did not end it)."""
+        if watched is None:
+            return None
+        if watched.spent:
+            return self._contextual(
+                SliceUsed,
+                f"used the {watched.budget_s:g} s CPU slice of its first run",
+                request,
+                usage,
+            )
+        if watched.deadline:
+            return self._deadline(request, usage)
+        return None
+
+    def _deadline(self, request: ActivationRequest, usage: _Usage) -> GuestFault:
+        return self._contextual(
+            DeadlineExceeded,
+            f"guest code ran past the {request.limits.deadline_s:g} s deadline",
+            request,
+            usage,
+        )
+
     def _classify_trap(
         self, trap: wasmtime.Trap, request: ActivationRequest, usage: _Usage
     ) -> GuestFault:
@@ -608,12 +659,7 @@ class Sandbox:
                 OutOfFuel, f"used all {request.limits.fuel} units of fuel", request, usage
             )
         if code == wasmtime.TrapCode.INTERRUPT:
-            return self._contextual(
-                DeadlineExceeded,
-                f"guest code ran past the {request.limits.deadline_s:g} s deadline",
-                request,
-                usage,
-            )
+            return self._deadline(request, usage)
         if code == wasmtime.TrapCode.STACK_OVERFLOW or (
             code == wasmtime.TrapCode.MEMORY_OUT_OF_BOUNDS and _recursing(trap)
         ):

@@ -120,6 +120,7 @@ def test_a_stretch_request_is_the_request_with_its_input_and_budget_replaced() -
         query=True,
         fresh=True,
         sliced=True,
+        slice_cpu_s=0.5,
         activity=activity,  # type: ignore[arg-type]
         observer=observer,  # type: ignore[arg-type]
     )
