@@ -54,6 +54,7 @@ GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "recursion": (ROOT / "tests" / "guests" / "recursion.c", {}),
     "sticky": (ROOT / "tests" / "guests" / "sticky.c", {}),
     "heavy": (ROOT / "tests" / "guests" / "heavy.c", {}),
+    "waits": (ROOT / "tests" / "guests" / "waits.c", {}),
     "probe": (ROOT / "tests" / "abi" / "sdk_probe.c", {}),
     **{
         f"rollout_v{v}": (ROOT / "abi" / "samples" / "rollout.c", {"ROLLOUT_V": str(v)})

@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import resource
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -77,6 +79,16 @@ class _Parent:
             return datetime.now(UTC)
         return EPOCH + timedelta(microseconds=self.call("now"))
 
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        """A host call waits: the parent gives up the places this activation holds there
+        until it is over (`ActivationRequest.yields`)."""
+        self.call("wait", begin=True)
+        try:
+            yield
+        finally:
+            self.call("wait", begin=False)
+
     def module(self, digest: str) -> bytes:
         value: bytes = self.call("module", digest=digest)
         return value
@@ -103,6 +115,7 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
         query=frame["query"],
         sliced=bool(frame.get("sliced", False)),
         slice_cpu_s=frame.get("slice_cpu_s"),
+        yields=parent.waiting if frame.get("yields") else None,
         activity=activity,
         observer=parent.record if frame.get("observe", True) else None,
     )

@@ -212,6 +212,7 @@ def request_frame(
         "query": request.query,
         "sliced": request.sliced,
         "slice_cpu_s": request.slice_cpu_s,
+        "yields": request.yields is not None,
         "idempotency_key": None if request.activity is None else request.activity.idempotency_key,
     }
 

@@ -14,6 +14,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,6 +119,13 @@ class HostCalls:
     """For a sticky instance: hands the suspended output envelope over, waits for the run's next
     activation and returns its input envelope (this state then describes that activation).
     None: `await_next` ends the activation like `await_results`."""
+    waiting: Callable[[], AbstractContextManager[None]] | None = None
+    """Wraps a host call's wait (an activity's sleep, an HTTP exchange): the guest's place in
+    its process is given up meanwhile, so that other guests run (`Sandbox`); None: kept."""
+
+
+def _waiting(state: HostCalls) -> AbstractContextManager[None]:
+    return nullcontext() if state.waiting is None else state.waiting()
 
 
 def _read(caller: wasmtime.Caller, state: HostCalls, ptr: int, length: int, cap: int) -> bytes:
@@ -180,10 +188,11 @@ def sleep_ms(state: HostCalls, ms: int) -> None:
     past_deadline = ms / 1000 > state.deadline - now
     until = min(now + ms / 1000, state.deadline)
     stop = state.activity.cancel_requested if state.activity is not None else None
-    while (left := until - time.monotonic()) > 0:
-        time.sleep(min(left, SLEEP_CHECK_S))
-        if stop is not None and left > SLEEP_CHECK_S and stop():
-            return
+    with _waiting(state):
+        while (left := until - time.monotonic()) > 0:
+            time.sleep(min(left, SLEEP_CHECK_S))
+            if stop is not None and left > SLEEP_CHECK_S and stop():
+                return
     if past_deadline:
         raise DeadlineExceeded(f"host call sleep({ms} ms) ran past the activation deadline")
 
@@ -212,9 +221,10 @@ def http_call(state: HostCalls, request: bytes) -> bytes:
     host = activity_host(state, "http_request")
     if len(request) > MAX_REQUEST_BYTES:
         raise AbiViolation(f"HTTP request of {len(request)} B; the cap is {MAX_REQUEST_BYTES}")
-    return perform(
-        request, policy=host.http, deadline=state.deadline, idempotency_key=host.idempotency_key
-    )
+    with _waiting(state):
+        return perform(
+            request, policy=host.http, deadline=state.deadline, idempotency_key=host.idempotency_key
+        )
 
 
 _DETAILS: dict[str, str] = {

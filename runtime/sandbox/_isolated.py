@@ -48,6 +48,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -326,6 +327,7 @@ class IsolatedSandbox:
     def _serve(self, child: _Child, request: ActivationRequest) -> RawOutput:
         started = time.monotonic()
         backstop = started + request.limits.deadline_s + self._kill_grace_s
+        waiting = _Waiting(request)
         try:
             while True:
                 frame = child.pipe.receive(backstop)
@@ -334,6 +336,9 @@ class IsolatedSandbox:
                 kind = frame["t"]
                 if kind == "record":
                     self._observe(record_from_frame(frame), request)
+                elif kind == "call" and frame.get("name") == "wait":
+                    waiting.mark(frame.get("begin"))
+                    child.pipe.send({"t": "reply", "value": None}, backstop)
                 elif kind == "call":
                     child.pipe.send({"t": "reply", "value": self._answer(frame, request)}, backstop)
                 elif kind == "output":
@@ -354,6 +359,8 @@ class IsolatedSandbox:
                 f"was killed after {time.monotonic() - started:.1f} s: no answer within the"
                 f" {request.limits.deadline_s:g} s deadline plus {self._kill_grace_s:g} s grace",
             ) from None
+        finally:
+            waiting.mark(False)  # a child that died waiting: the caller's places come back
 
     def _observe(self, record: HostCallRecord, request: ActivationRequest) -> None:
         if self._on_host_call is not None:
@@ -426,6 +433,26 @@ class IsolatedSandbox:
             while len(self._modules) > _MAX_MANIFESTS:
                 self._modules.popitem(last=False)
         return info
+
+
+class _Waiting:
+    """Whether the child's guest waits in a host call now, giving up the caller's places
+    (`ActivationRequest.yields`) for as long as it does."""
+
+    def __init__(self, request: ActivationRequest) -> None:
+        self._yields = request.yields
+        self._given: AbstractContextManager[None] | None = None
+
+    def mark(self, begin: object) -> None:
+        if self._yields is None or bool(begin) == (self._given is not None):
+            return  # nothing to give up, or already as the child says
+        if begin:
+            self._given = self._yields()
+            self._given.__enter__()
+        else:
+            given, self._given = self._given, None
+            assert given is not None
+            given.__exit__(None, None, None)
 
 
 _ANSWERS: dict[str, Callable[[IsolatedSandbox, Frame, ActivationRequest], object]] = {

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -170,7 +171,7 @@ class ParallelSandbox:
                 patience = LIVE_PATIENCE_S
             if self._inline_free.acquire(timeout=patience):
                 try:
-                    return self._foreground(self._inline.run, request)
+                    return self._foreground(self._inline.run, self._yielding(request, True))
                 finally:
                     self._inline_free.release()
             with self._counting:
@@ -181,7 +182,38 @@ class ParallelSandbox:
                 # activation sent here to be replayed from the top (`fresh`) must not leave the
                 # instance that needed it behind.
                 inline.forget(request.run_id)
-            return self._foreground(self._overflow.run, request)
+            return self._foreground(self._overflow.run, self._yielding(request, False))
+
+    def _yielding(self, request: ActivationRequest, inline: bool) -> ActivationRequest:
+        """An activity that gives up its places here while it waits in a host call (a sleep,
+        an HTTP exchange): a guest that waits uses no CPU, and two of them would otherwise
+        hold both places of a two-guest worker for as long as they wait."""
+        if request.kind is not ActivationKind.ACTIVITY:
+            return request
+        return replace(request, yields=self._inline_places if inline else self._child_places)
+
+    @contextmanager
+    def _inline_places(self) -> Iterator[None]:
+        # Taken back in the order `_run_once` takes them: a guest among `guests`, then the
+        # process (the sandbox takes its activation lock after this).
+        self._inline_free.release()
+        try:
+            with self._child_places():
+                yield
+        finally:
+            self._inline_free.acquire()
+
+    @contextmanager
+    def _child_places(self) -> Iterator[None]:
+        self._running.release()
+        if self._background is not None:
+            self._background.foreground_ended()
+        try:
+            yield
+        finally:
+            self._running.acquire()
+            if self._background is not None:
+                self._background.foreground_started()
 
     def in_background_now(self) -> int:
         """Activities in the background lane now (0 without one)."""

@@ -18,7 +18,8 @@ what is left of the deadline, and that outcome is the one returned).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -113,6 +114,10 @@ class ActivationRequest:
     """For activities: heartbeats, cancellation and the HTTP capability."""
     observer: HostCallObserver | None = None
     """Told about each host call as it ends (None: calls are only counted)."""
+    yields: Callable[[], AbstractContextManager[None]] | None = None
+    """For activities: entered while a host call waits (a sleep, an HTTP exchange) to give up
+    the caller's places meanwhile, and left to take them back before the guest goes on
+    (`ParallelSandbox`); the sandbox gives up its own (the activation lock) either way."""
 
     def narrowed(self, *, input: bytes, fuel: int, deadline_s: float) -> ActivationRequest:
         """This request on another input, within less fuel and time: a live instance's next
@@ -139,6 +144,7 @@ class ActivationRequest:
             slice_cpu_s=self.slice_cpu_s,
             activity=self.activity,
             observer=self.observer,
+            yields=self.yields,
         )
 
 
@@ -425,6 +431,8 @@ class Sandbox:
         limits = request.limits
         started = time.monotonic()
         state = self._host_calls(request, started)
+        if request.kind is ActivationKind.ACTIVITY:
+            state.waiting = self._waits(request, state)
         store = fresh_store(self._engine.engine, limits)
         watched = _watch(store, request) if _cpu_sliced(request) else None
         usage = _Usage(store=store, fuel=limits.fuel)
@@ -455,6 +463,35 @@ class Sandbox:
         if live is not None:
             return slice_.output(envelope, suspended=suspended)
         return _output(envelope, suspended, state, usage, started)
+
+    def _waits(
+        self, request: ActivationRequest, state: HostCalls, io: GuestIO | None = None
+    ) -> Callable[[], AbstractContextManager[None]]:
+        """What an activity's host call does while it waits (`HostCalls.waiting`): lets other
+        activations run in this process meanwhile (the activation lock; the host imports' and
+        WASI's routing, which the next activation takes over), gives up the caller's places
+        (`request.yields`), and takes everything back before the guest goes on. As a parked
+        live instance does (`StickySandbox`): no other thread touches this store meanwhile,
+        and every call into wasmtime still happens under the lock."""
+        engine = self._engine
+        wasi = engine.components.wasi if io is not None else None
+
+        @contextmanager
+        def waiting() -> Iterator[None]:
+            engine.host.activate(None)
+            if wasi is not None:
+                wasi.activate(None)
+            engine.activation_lock.release()
+            try:
+                with nullcontext() if request.yields is None else request.yields():
+                    yield
+            finally:
+                engine.activation_lock.acquire()
+                engine.host.activate(state)
+                if wasi is not None:
+                    wasi.activate(io)
+
+        return waiting
 
     def _host_calls(self, request: ActivationRequest, started: float) -> HostCalls:
         """What the host imports see during `request` (either kind of guest)."""
@@ -501,6 +538,8 @@ class Sandbox:
         watched = _watch(store, request) if _cpu_sliced(request) or kept is not None else None
         usage = _Usage(store=store, fuel=limits.fuel)
         io = GuestIO(deterministic=request.kind is ActivationKind.WORKFLOW, seed=request.run_id)
+        if request.kind is ActivationKind.ACTIVITY:
+            state.waiting = self._waits(request, state, io)
         name = request.export.partition(".")[2]
         host = self._engine.host
         components = self._engine.components

@@ -1,0 +1,172 @@
+"""Guests waiting in a host call give up their places: an activity asleep (or in an HTTP
+exchange) uses no CPU, so the process's in-process guest, and a worker's `--guests`, serve
+other activations meanwhile.
+
+What it must keep: each activation's host calls after its wait go to that activation (the
+routing the next activation took over comes back), and its outcome is what it would be alone.
+What it must give: two activities waiting on a two-guest worker do not stall the others, in
+process or in a child. The guest is `tests/guests/waits.c` (`wait_then_log` sleeps, then logs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from amber.abi import ActivityInput, pack
+from amber.runtime.client._client import decode
+from amber.runtime.model._clock import SystemClock
+from amber.runtime.replay import ActivityAttempt, ActivityReport, run_activity
+from amber.runtime.sandbox import (
+    ActivityHost,
+    ParallelSandbox,
+    Sandbox,
+    SandboxEngine,
+    SandboxLimits,
+    SandboxRunner,
+    guest_runner,
+)
+from tests.conftest import wait_for
+
+LONG_MS = 3000
+"""A wait that outlasts everything the tests do meanwhile."""
+
+
+@pytest.fixture
+def parallel(tmp_path: Path, modules: dict[str, bytes]) -> Iterator[ParallelSandbox]:
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    engine = SandboxEngine(tmp_path / "artifacts")
+    runner = guest_runner(
+        engine,
+        SystemClock(),
+        by_digest.__getitem__,
+        artifact_dir=tmp_path / "artifacts",
+        guests=2,
+        slice_fuel=0,  # nothing moves to the background lane: only waiting frees a place
+    )
+    assert isinstance(runner, ParallelSandbox)
+    yield runner
+    runner.close()
+    engine.close()
+
+
+def _attempt(
+    module: bytes, name: str, args: object, run_id: str, host: ActivityHost | None = None
+) -> ActivityAttempt:
+    return ActivityAttempt(
+        digest=hashlib.sha256(module).hexdigest(),
+        cmd=0,
+        input=ActivityInput(
+            run_id=run_id,
+            activity=name,
+            args=pack(args),
+            attempt=1,
+            idempotency_key=f"{run_id}/0",
+            deadline_ms=0,
+        ),
+        limits=SandboxLimits(fuel=50_000_000_000, deadline_s=30.0),
+        host=host,
+    )
+
+
+class _Background:
+    """One activity run on a thread of its own, its report (or fault) kept."""
+
+    def __init__(self, runner: SandboxRunner, attempt: ActivityAttempt) -> None:
+        self.report: ActivityReport | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(runner, attempt), daemon=True)
+        self._thread.start()
+
+    def _run(self, runner: SandboxRunner, attempt: ActivityAttempt) -> None:
+        try:
+            self.report = run_activity(runner, attempt)
+        except BaseException as exc:  # handed to the test through `result`
+            self.error = exc
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def result(self) -> ActivityReport:
+        self._thread.join(60)
+        assert not self._thread.is_alive(), "the activity did not end"
+        if self.error is not None:
+            raise self.error
+        assert self.report is not None
+        return self.report
+
+
+def _waits(
+    modules: dict[str, bytes], ms: int, run_id: str, asleep: threading.Event | None = None
+) -> ActivityAttempt:
+    """`wait_then_log` for `ms`; `asleep` is set once its sleep has gone on for a moment (the
+    host's sleep asks whether the run still wants the activity every `SLEEP_CHECK_S`)."""
+    host = None
+    if asleep is not None:
+        host = ActivityHost(
+            idempotency_key=f"{run_id}/0",
+            http=None,
+            heartbeat=lambda _details: False,
+            cancel_requested=lambda: asleep.set() or False,
+        )
+    return _attempt(modules["waits"], "wait_then_log", {"ms": ms}, run_id, host)
+
+
+def _asleep(runner: SandboxRunner, modules: dict[str, bytes], run_id: str) -> _Background:
+    """A long wait, returned once it is asleep."""
+    asleep = threading.Event()
+    one = _Background(runner, _waits(modules, LONG_MS, run_id, asleep))
+    assert asleep.wait(10), "the wait did not begin"
+    return one
+
+
+def _logs(report: ActivityReport) -> list[str]:
+    return [line for _level, line in report.stats.logs]
+
+
+def test_activations_waiting_in_one_process_keep_their_own_host_calls(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    long = _asleep(sandbox, modules, "run-long")
+    # The process runs others meanwhile; each logs into its own output after its wait.
+    for n in range(3):
+        short = run_activity(sandbox, _waits(modules, 50, f"run-short-{n}"))
+        assert decode(short.outcome.result) == {"ms": 50}
+        assert _logs(short) == ["after the wait"]
+    assert long.running()
+    report = long.result()
+    assert decode(report.outcome.result) == {"ms": LONG_MS}
+    assert _logs(report) == ["after the wait"]
+
+
+def test_two_waiting_activities_leave_a_two_guest_worker_serving(
+    parallel: ParallelSandbox, modules: dict[str, bytes]
+) -> None:
+    waiting = [_asleep(parallel, modules, f"run-wait-{n}") for n in range(2)]
+    for n in range(5):
+        done = run_activity(parallel, _attempt(modules["heavy"], "count_to", {"n": 1000}, f"r{n}"))
+        assert decode(done.outcome.result) == {"n": 1000}
+    assert all(one.running() for one in waiting)  # served while both waited
+    for one in waiting:
+        assert _logs(one.result()) == ["after the wait"]
+
+
+def test_a_child_whose_guest_waits_gives_its_place_back(
+    parallel: ParallelSandbox, modules: dict[str, bytes]
+) -> None:
+    # The in-process guest computes for seconds, so the wait goes to a child; while it waits,
+    # the worker's second place is free for the next activation (another child).
+    busy = _Background(parallel, _attempt(modules["heavy"], "count_to", {"n": 3 * 10**9}, "busy"))
+    wait_for(lambda: parallel._inline_free.locked(), 10, "the in-process guest to be busy")
+    waiting = _asleep(parallel, modules, "run-wait")
+    assert parallel.in_children == 1  # the in-process guest was busy
+    done = run_activity(parallel, _waits(modules, 0, "run-next"))
+    assert _logs(done) == ["after the wait"]
+    assert parallel.in_children == 2
+    assert waiting.running()  # it was served while the wait went on
+    assert _logs(waiting.result()) == ["after the wait"]
+    assert decode(busy.result().outcome.result) == {"n": 3 * 10**9}
