@@ -9,6 +9,7 @@ in a temporary directory. Wasmtime engines are created lazily inside fixtures, n
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import secrets
 import shutil
@@ -29,12 +30,14 @@ from psycopg import sql
 # Before any engine exists: the test guest `exiter` imports the test-only host import test_exit.
 os.environ.setdefault("AMBER_TEST_HOST_IMPORTS", "1")
 
+from amber.abi import ActivityInput, pack
 from amber.history import DATABASE_URL_ENV, Database, start_embedded_postgres
 from amber.runtime.client._client import AmberClient
 from amber.runtime.model._clock import ManualClock, SystemClock
 from amber.runtime.model._settings import EngineSettings
+from amber.runtime.replay import ActivityAttempt
 from amber.runtime.sandbox._engine import SandboxEngine
-from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.runtime.server._server import AmberServer, migrate_all
 from amber.tools._build import BuildResult, build_module
 from amber.versions import VersionNotFound
@@ -338,6 +341,29 @@ def amber_process(tmp_path: Path, database_url: str) -> Iterator[Callable[..., P
     yield start
     for proc in procs:
         proc.stop()
+
+
+BUSY_N = 3 * 10**9
+"""`count_to` (`tests/guests/heavy.c`) up to this computes for seconds (about 1 ns a count)."""
+
+
+def busy_attempt(modules: Mapping[str, bytes], run_id: str = "busy") -> ActivityAttempt:
+    """An activity that computes for seconds and holds the sandbox that runs it: give its
+    runner no slices (`slice_fuel=0`), or the background lane takes it over. (A sleeping
+    activity would not do: a guest waiting in a host call gives its place up.)"""
+    return ActivityAttempt(
+        digest=hashlib.sha256(modules["heavy"]).hexdigest(),
+        cmd=0,
+        input=ActivityInput(
+            run_id=run_id,
+            activity="count_to",
+            args=pack({"n": BUSY_N}),
+            attempt=1,
+            idempotency_key=f"{run_id}/0",
+            deadline_ms=0,
+        ),
+        limits=SandboxLimits(fuel=50 * BUSY_N, deadline_s=60.0),
+    )
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:

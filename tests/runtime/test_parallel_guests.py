@@ -27,7 +27,7 @@ from amber.runtime.sandbox import (
     guest_runner,
 )
 from amber.runtime.worker._worker import Worker, WorkerSettings
-from tests.conftest import InProcessServer
+from tests.conftest import BUSY_N, InProcessServer, wait_for
 
 
 @pytest.fixture
@@ -95,29 +95,43 @@ def test_a_guest_gives_the_same_answer_and_fuel_in_a_child(
 
 
 def test_a_long_guest_does_not_hold_up_a_short_one(
-    make_server, modules: dict[str, bytes], parallel: tuple[ParallelSandbox, SandboxEngine]
+    make_server, modules: dict[str, bytes], tmp_path: Path
 ) -> None:
     srv: InProcessServer = make_server()
-    runner, _ = parallel
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    engine = SandboxEngine(tmp_path / "artifacts")
+    runner = guest_runner(
+        engine, SystemClock(), by_digest.__getitem__, artifact_dir=tmp_path / "artifacts",
+        guests=2, slice_fuel=0,  # no background lane: the long guest computes in process
+    )  # fmt: skip
+    assert isinstance(runner, ParallelSandbox)
+    srv.client.upload_version(modules["heavy"], promote=True)
     srv.client.upload_version(modules["hostile"], promote=True)
-    settings = WorkerSettings(worker_id="parallel", poll_wait_s=0.2, slots=2)
+    settings = WorkerSettings(
+        worker_id="parallel",
+        poll_wait_s=0.2,
+        slots=2,
+        activity_limits=SandboxLimits(fuel=50 * BUSY_N, deadline_s=60.0),
+    )
     worker = Worker(srv.client, runner, settings)
-    long = srv.client.start_run("call", {"activity": "nap_briefly", "args": None}).run.run_id
+    long = srv.client.start_run("heavy_wf", {"n": BUSY_N}).run.run_id
     serving = threading.Thread(target=worker.run, daemon=True)
     serving.start()
     try:
         deadline = time.monotonic() + 20
-        while srv.client.describe(long).tasks[0].kind.value != "activity":  # the nap started
+        while srv.client.describe(long).tasks[0].kind.value != "activity":  # count_to started
             assert time.monotonic() < deadline
             time.sleep(0.02)
-        time.sleep(0.2)  # and holds the in-process sandbox
+        wait_for(engine.activation_lock.locked, 20, "count_to to hold the in-process sandbox")
         short = srv.client.start_run("call", {"activity": "crash_on", "args": {"n": 1}})
         done = srv.client.result(short.run.run_id, wait_s=15)
         assert done.status is RunStatus.COMPLETED and decode(done.result) == {"n": 1}
-        assert srv.client.result(long).status is RunStatus.RUNNING  # still napping
+        assert srv.client.result(long).status is RunStatus.RUNNING  # still counting
         assert runner.in_children >= 1
-        finished = srv.client.result(long, wait_s=20)
+        finished = srv.client.result(long, wait_s=60)
         assert finished.status is RunStatus.COMPLETED
     finally:
         worker.stop()
         serving.join(timeout=10)
+        runner.close()
+        engine.close()

@@ -35,12 +35,18 @@ from amber.runtime.model._faults import (
 from amber.runtime.model._ids import new_run_id
 from amber.runtime.model._settings import EngineSettings, PoisonPolicy
 from amber.runtime.replay._replay import WorkflowActivation, WorkflowStep, activate_workflow
-from amber.runtime.sandbox import SandboxEngine, SandboxRunner, StickySandbox, guest_runner
+from amber.runtime.sandbox import (
+    SLICE_FUEL,
+    SandboxEngine,
+    SandboxRunner,
+    StickySandbox,
+    guest_runner,
+)
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.runtime.worker._worker import Worker, WorkerSettings
 from amber.surgical_pool import SurgicalWorker
 from amber.tools._build import BuildResult
-from tests.conftest import ARTIFACTS, ROOT, InProcessServer, wait_for
+from tests.conftest import ARTIFACTS, ROOT, InProcessServer, busy_attempt, wait_for
 
 from ._engine_helpers import drive, make_worker, query, serving, settle
 
@@ -310,17 +316,16 @@ def test_a_run_with_a_live_python_instance_waits_for_it_while_another_guest_runs
 ) -> None:
     """With the in-process sandbox busy, an activation whose run has a live Python instance
     there waits for it instead of replaying from the top in a child (and losing the instance)."""
-    from amber.abi import ActivityInput
-    from amber.runtime.replay import ActivityAttempt, run_activity
+    from amber.runtime.replay import run_activity
     from amber.runtime.sandbox import ParallelSandbox, _parallel
 
     monkeypatch.setattr(_parallel, "LIVE_PATIENCE_S", 60.0)  # not a race against the clock
-    srv.client.upload_version(modules["hostile"], promote=True)
+    srv.client.upload_version(modules["heavy"], promote=True)
     run_id = srv.client.start_run("hello", {"name": "Ada"}).run.run_id
     drive(make_worker(srv.client, py_sandbox), srv.client, run_id)
     history = tuple(srv.client.history(run_id))
     cuts = [i + 1 for i, e in enumerate(history) if e.type is EventType.ACTIVITY_COMPLETED]
-    engine, runner = _served_runner(srv, guests=2, sticky_runs=4)
+    engine, runner = _served_runner(srv, guests=2, sticky_runs=4, slice_fuel=0)
     assert isinstance(runner, ParallelSandbox)
 
     def activation(cut: int) -> WorkflowActivation:
@@ -333,39 +338,34 @@ def test_a_run_with_a_live_python_instance_waits_for_it_while_another_guest_runs
             limits=LIMITS,
         )
 
-    nap = ActivityAttempt(
-        digest=hashlib.sha256(modules["hostile"]).hexdigest(),
-        cmd=0,
-        input=ActivityInput(
-            run_id="napper", activity="nap_briefly", args=msgpack.packb(None), attempt=1,
-            idempotency_key="napper/0", deadline_ms=0,
-        ),
-        limits=SandboxLimits(deadline_s=30.0),
-    )  # fmt: skip
     try:
         first = activate_workflow(runner, activation(cuts[0]))
         assert first.status is WorkflowStatus.SUSPENDED and runner.live_runs() == 1
-        napping = threading.Thread(target=run_activity, args=(runner, nap), daemon=True)
-        napping.start()
-        wait_for(engine.activation_lock.locked, 20, "the nap to hold the in-process sandbox")
-        second = activate_workflow(runner, activation(cuts[1]))  # while the nap sleeps 3 s
-        napping.join(timeout=30)
+        done: list[object] = []
+        busy = threading.Thread(
+            target=lambda: done.append(run_activity(runner, busy_attempt(modules))), daemon=True
+        )
+        busy.start()
+        wait_for(engine.activation_lock.locked, 20, "a guest to hold the in-process sandbox")
+        second = activate_workflow(runner, activation(cuts[1]))  # while it computes
+        busy.join(timeout=60)
+        assert done, "the busy guest did not complete"
     finally:
         runner.close()
         engine.close()
     assert second.status is WorkflowStatus.COMPLETED
     assert second.stats.continued  # on the live instance, not replayed from the top
-    assert runner.in_children == 0  # neither the nap nor the run's step went to a child
+    assert runner.in_children == 0  # neither the busy guest nor the run's step went to a child
 
 
 def _served_runner(
-    srv: InProcessServer, *, guests: int, sticky_runs: int
+    srv: InProcessServer, *, guests: int, sticky_runs: int, slice_fuel: int = SLICE_FUEL
 ) -> tuple[SandboxEngine, SandboxRunner]:
     """A worker's guest runner on the session's artifact cache, fetching modules from `srv`."""
     engine = SandboxEngine(ARTIFACTS)
     runner = guest_runner(
         engine, SystemClock(), srv.client.get_module, artifact_dir=ARTIFACTS, guests=guests,
-        sticky_runs=sticky_runs,
+        sticky_runs=sticky_runs, slice_fuel=slice_fuel,
     )  # fmt: skip
     return engine, runner
 

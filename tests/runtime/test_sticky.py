@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from amber.abi import ActivityInput, AwaitSignal, RecordNow, pack
+from amber.abi import AwaitSignal, RecordNow, pack
 from amber.history import (
     ActivityScheduled,
     Event,
@@ -29,7 +29,7 @@ from amber.history import (
 from amber.runtime.client._client import decode
 from amber.runtime.model import ManualClock, OutOfFuel, SystemClock
 from amber.runtime.model._clock import from_ms
-from amber.runtime.replay import ActivityAttempt, run_activity
+from amber.runtime.replay import run_activity
 from amber.runtime.replay._replay import (
     WorkflowActivation,
     activate_workflow,
@@ -44,7 +44,7 @@ from amber.runtime.sandbox import (
     guest_runner,
 )
 from amber.runtime.worker._worker import Worker, WorkerSettings
-from tests.conftest import InProcessServer
+from tests.conftest import InProcessServer, busy_attempt
 from tests.runtime._engine_helpers import serving
 from tests.runtime.test_goldens import load_golden, wire_map
 
@@ -400,32 +400,22 @@ def test_a_run_whose_activation_goes_to_a_child_forgets_its_live_instance(
     engine = SandboxEngine(tmp_path / "artifacts")
     runner = guest_runner(
         engine, clock, by_digest.__getitem__,
-        artifact_dir=tmp_path / "artifacts", guests=2, sticky_runs=8,
+        artifact_dir=tmp_path / "artifacts", guests=2, sticky_runs=8, slice_fuel=0,
     )  # fmt: skip
     assert isinstance(runner, ParallelSandbox)
     history = _history()
-    hostile = hashlib.sha256(modules["hostile"]).hexdigest()
-    nap = ActivityAttempt(
-        digest=hostile,
-        cmd=0,
-        input=ActivityInput(
-            run_id="napper",
-            activity="nap_briefly",
-            args=pack(None),
-            attempt=1,
-            idempotency_key="napper/0",
-            deadline_ms=0,
-        ),
-        limits=SandboxLimits(deadline_s=10.0),
-    )
     try:
         activate_workflow(runner, _activation(history[:2]))  # in process: its instance waits
         assert runner.live_runs() == 1
-        napping = threading.Thread(target=run_activity, args=(runner, nap))
-        napping.start()  # holds the in-process sandbox for 3 s
+        done: list[object] = []
+        busy = threading.Thread(
+            target=lambda: done.append(run_activity(runner, busy_attempt(modules)))
+        )
+        busy.start()  # holds the in-process sandbox for seconds
         _wait(engine.activation_lock.locked)
         step = activate_workflow(runner, _activation(history[:3]))  # so this goes to a child
-        napping.join()
+        busy.join()
+        assert done, "the busy guest did not complete"
         assert runner.in_children >= 1 and runner.live_runs() == 0
         assert step == replace(activate_workflow(plain, _activation(history[:3])), stats=step.stats)
     finally:
