@@ -28,6 +28,7 @@ from ._sandbox import (
     Sandbox,
     SandboxLimits,
     SandboxRunner,
+    Slice,
     fresh_store,
 )
 from ._sticky import IDLE_S, STICKY_RUNS, StickySandbox
@@ -57,6 +58,7 @@ __all__ = [
     "SandboxEngine",
     "SandboxLimits",
     "SandboxRunner",
+    "Slice",
     "StickySandbox",
     "WarmActivities",
     "check_capabilities",

@@ -37,7 +37,7 @@ from ._frames import (
     write_frame,
 )
 from ._host import ActivationKind, ActivityHost, HostCallRecord
-from ._sandbox import ActivationRequest, Sandbox
+from ._sandbox import ActivationRequest, Sandbox, Slice
 from ._warm import WarmActivities
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -113,8 +113,7 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
         step=frame["step"],
         limits=limits_from_doc(frame["limits"]),
         query=frame["query"],
-        sliced=bool(frame.get("sliced", False)),
-        slice_cpu_s=frame.get("slice_cpu_s"),
+        slice=None if frame.get("slice") is None else Slice(**frame["slice"]),
         yields=parent.waiting if frame.get("yields") else None,
         activity=activity,
         observer=parent.record if frame.get("observe", True) else None,

@@ -113,7 +113,9 @@ class ComponentHost:
         """A new instance of `component` in `store` (the caller holds the activation lock)."""
         self.wasi.activate(io)
         try:
-            with instantiating():
+            # `prepare` may change the linker from a thread without the activation lock (a
+            # module's first load, to read its manifest).
+            with instantiating(), self._lock:
                 return self.linker.instantiate(store, component)
         except _Carried as carried:
             raise carried.inner from None
@@ -269,6 +271,9 @@ def component_store(
     return store
 
 
+DEADLINE_DETAIL: Final = "ran past its deadline"
+"""A component's deadline fault, whether the epoch or the store's watch (`_cpuslice`) ended it."""
+
 _CAUSE = re.compile(r"wasm trap: (.+)$", re.MULTILINE)
 _UNKNOWN_IMPORT = re.compile(r"unknown import: `?([^`\s]+)`? has not been defined")
 _LOST_TRACEBACK = re.compile(r"^object type name: (\w+)$", re.M)
@@ -289,7 +294,7 @@ def classify(exc: wasmtime.WasmtimeError | wasmtime.Trap, stderr: bytes) -> Clas
     if "all fuel consumed" in message:
         return Classified(kind=OutOfFuel, detail="used all its fuel", trap_code=None)
     if cause == "interrupt":
-        return Classified(kind=DeadlineExceeded, detail="ran past its deadline", trap_code=None)
+        return Classified(kind=DeadlineExceeded, detail=DEADLINE_DETAIL, trap_code=None)
     if unknown := _UNKNOWN_IMPORT.search(message):
         return Classified(
             kind=AbiViolation,

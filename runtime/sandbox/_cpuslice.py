@@ -39,6 +39,8 @@ from typing import Any, Final
 
 import wasmtime
 
+from amber.versions import WASMTIME_VERSION
+
 from ._engine import EPOCH_TICK_S
 
 _CONTINUE: Final = 0
@@ -54,9 +56,18 @@ _Callback: Final = ctypes.CFUNCTYPE(
 _Finalizer: Final = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
+_SUPPORTED_MAJOR: Final = "50"
+"""The wasmtime version whose C API callback contract this module was checked against (the
+`uint8` update kind, a returned `wasmtime_error_t *`, the finalizer called when the store drops
+or its callback is replaced)."""
+
+
 def _c_api() -> tuple[Any, Any] | None:
-    """The two C API functions this module calls, with its own ctypes signatures (wasmtime-py
-    binds them but offers no Python API for them); None where the library lacks them."""
+    """The two C API functions this module calls, with its own ctypes signatures: fresh
+    function pointers (`dll[name]`), so wasmtime-py's own bindings of them keep theirs. None
+    where the library lacks them or is another major version."""
+    if WASMTIME_VERSION.split(".")[0] != _SUPPORTED_MAJOR:
+        return None
     try:
         from wasmtime import _ffi
 
@@ -92,6 +103,11 @@ class CpuWatch:
         self.deadline = False
         """The activation ran past its deadline (the call ended for that)."""
 
+    def lift(self) -> None:
+        """No CPU slice from now on, only the deadline (a run that waited in a host call is
+        not run again: it would wait again)."""
+        self.budget_s = None
+
     def on_tick(self, delta: Any) -> bool:
         """Whether the guest may go on; if so, sets `delta[0]` to the ticks until the next look."""
         now = time.monotonic()
@@ -116,11 +132,15 @@ _lock = threading.Lock()
 def _tick(_context: Any, data: int | None, delta: Any, kind: Any) -> int:
     watch = _WATCHES.get(data or 0)
     try:
-        if watch is not None and watch.on_tick(delta):
+        if watch is None:
+            delta[0] = 1
+        if watch is None or watch.on_tick(delta):
             kind[0] = _CONTINUE
             return 0
-    except BaseException:  # nothing may escape a C callback: the call ends instead
-        pass
+    except BaseException:  # nothing may escape a C callback: look again at the next tick
+        delta[0] = 1
+        kind[0] = _CONTINUE
+        return 0
     reason = b"amber: CPU slice used" if watch is not None and watch.spent else b"amber: deadline"
     assert _API is not None
     error: int = _API[1](reason)
@@ -146,8 +166,8 @@ def watch(store: wasmtime.Store, budget_s: float | None, deadline_s: float) -> C
     found = CpuWatch(budget_s, deadline_s)
     with _lock:
         key = next(_keys)
+    _API[0](store.ptr(), _TICK, key, _FINALIZE)  # it cannot fire before the guest next runs
     _WATCHES[key] = found
-    _API[0](store.ptr(), _TICK, key, _FINALIZE)
     ticks = 1 if budget_s is not None else max(1, math.ceil(deadline_s / EPOCH_TICK_S))
     store.set_epoch_deadline(ticks)
     return found

@@ -210,8 +210,7 @@ def request_frame(
         "step": request.step,
         "limits": dataclasses.asdict(request.limits),
         "query": request.query,
-        "sliced": request.sliced,
-        "slice_cpu_s": request.slice_cpu_s,
+        "slice": None if request.slice is None else dataclasses.asdict(request.slice),
         "yields": request.yields is not None,
         "idempotency_key": None if request.activity is None else request.activity.idempotency_key,
     }

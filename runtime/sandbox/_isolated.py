@@ -337,7 +337,9 @@ class IsolatedSandbox:
                 if kind == "record":
                     self._observe(record_from_frame(frame), request)
                 elif kind == "call" and frame.get("name") == "wait":
-                    waiting.mark(frame.get("begin"))
+                    # Time spent taking this activation's places back is the parent's, not
+                    # the child's: it does not count against the child's deadline backstop.
+                    backstop += waiting.mark(frame.get("begin"))
                     child.pipe.send({"t": "reply", "value": None}, backstop)
                 elif kind == "call":
                     child.pipe.send({"t": "reply", "value": self._answer(frame, request)}, backstop)
@@ -443,16 +445,20 @@ class _Waiting:
         self._yields = request.yields
         self._given: AbstractContextManager[None] | None = None
 
-    def mark(self, begin: object) -> None:
+    def mark(self, begin: object) -> float:
+        """The child's guest begins (or ends) a wait; returns the seconds it took to take the
+        places back."""
         if self._yields is None or bool(begin) == (self._given is not None):
-            return  # nothing to give up, or already as the child says
+            return 0.0  # nothing to give up, or already as the child says
         if begin:
             self._given = self._yields()
             self._given.__enter__()
-        else:
-            given, self._given = self._given, None
-            assert given is not None
-            given.__exit__(None, None, None)
+            return 0.0
+        given, self._given = self._given, None
+        assert given is not None
+        began = time.monotonic()
+        given.__exit__(None, None, None)
+        return time.monotonic() - began
 
 
 _ANSWERS: dict[str, Callable[[IsolatedSandbox, Frame, ActivationRequest], object]] = {

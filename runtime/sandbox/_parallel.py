@@ -42,14 +42,14 @@ from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
-from amber.runtime.model import Clock, OutOfFuel
+from amber.runtime.model import Clock, SliceUsed
 
 from ._background import BackgroundLane
 from ._engine import SandboxEngine
 from ._host import ActivationKind
 from ._http import HttpPolicy
 from ._isolated import IsolatedSandbox
-from ._sandbox import ActivationRequest, RawOutput, Sandbox
+from ._sandbox import ActivationRequest, RawOutput, Sandbox, Slice
 from ._sticky import StickySandbox
 from ._warm import WARM_RUNS, WarmActivities
 
@@ -117,16 +117,11 @@ class ParallelSandbox:
         child; an activity that uses up its slice runs again in the background lane."""
         if not self._sliced(request):
             return self._run_once(request)
-        sliced = replace(
-            request,
-            limits=replace(request.limits, fuel=self._slice_fuel),
-            sliced=True,
-            slice_cpu_s=self._slice_cpu_s,
-        )
+        sliced = replace(request, slice=Slice(fuel=self._slice_fuel, cpu_s=self._slice_cpu_s))
         deadline_at = time.monotonic() + request.limits.deadline_s
         try:
             return self._run_once(sliced)
-        except OutOfFuel:  # its fuel slice, or its CPU slice (`SliceUsed`)
+        except SliceUsed:  # its fuel or its CPU slice; a run that waited left its slice
             pass
         assert self._background is not None
         with self._counting:
@@ -194,26 +189,35 @@ class ParallelSandbox:
 
     @contextmanager
     def _inline_places(self) -> Iterator[None]:
-        # Taken back in the order `_run_once` takes them: a guest among `guests`, then the
-        # process (the sandbox takes its activation lock after this).
+        # The in-process sandbox is taken back first, then a place among `guests`: a woken
+        # guest waiting for the first holds no place a child could use meanwhile. Everyone
+        # else who holds a place waits for the in-process sandbox with a timeout (and goes to
+        # a child), so the reversed order cannot deadlock.
         self._inline_free.release()
-        try:
-            with self._child_places():
-                yield
-        finally:
-            self._inline_free.acquire()
-
-    @contextmanager
-    def _child_places(self) -> Iterator[None]:
-        self._running.release()
-        if self._background is not None:
-            self._background.foreground_ended()
+        self._give_place()
         try:
             yield
         finally:
-            self._running.acquire()
-            if self._background is not None:
-                self._background.foreground_started()
+            self._inline_free.acquire()
+            self._take_place()
+
+    @contextmanager
+    def _child_places(self) -> Iterator[None]:
+        self._give_place()
+        try:
+            yield
+        finally:
+            self._take_place()
+
+    def _give_place(self) -> None:
+        self._running.release()
+        if self._background is not None:
+            self._background.foreground_ended()
+
+    def _take_place(self) -> None:
+        self._running.acquire()
+        if self._background is not None:
+            self._background.foreground_started()
 
     def in_background_now(self) -> int:
         """Activities in the background lane now (0 without one)."""
@@ -286,6 +290,8 @@ def guest_runner(
     )
     if slice_fuel <= 0:
         return ParallelSandbox(inline, overflow, guests)
+    if slice_cpu_s is not None and slice_cpu_s <= 0:
+        slice_cpu_s = None
     background = BackgroundLane(
         IsolatedSandbox(
             module_source,

@@ -53,7 +53,7 @@ from amber.runtime.model import (
 )
 
 from . import _fastcall as _fastcall
-from ._component import classify, component_store, output_bytes
+from ._component import DEADLINE_DETAIL, classify, component_store, output_bytes
 from ._cpuslice import CpuWatch, watch
 from ._engine import EPOCH_TICK_S, LoadedModule, SandboxEngine
 from ._host import (
@@ -88,6 +88,16 @@ class SandboxLimits:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Slice:
+    """What an activity's first run may use before its caller runs it again on its whole
+    budget (`ActivationRequest.slice`)."""
+
+    fuel: int
+    cpu_s: float | None = None
+    """Thread CPU, user and system (None: fuel alone; `_cpuslice`)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ActivationRequest:
     """Run one export of one module version on one input envelope."""
 
@@ -103,13 +113,10 @@ class ActivationRequest:
     fresh: bool = False
     """Replay from the top in a new instance even where a live one could go on (a sticky
     keeper drops the run's live instance)."""
-    sliced: bool = False
-    """An activity on a slice of its fuel, which its caller runs again on its whole budget in a
-    fresh instance if it runs out (`ParallelSandbox`): running out is then not its outcome, so
-    a kept instance's out-of-fuel goes back as it is instead of being run again here."""
-    slice_cpu_s: float | None = None
-    """With `sliced`: the thread CPU the run may use before it ends with `SliceUsed`, which
-    its caller handles as a used-up fuel slice (None: the fuel slice alone; `_cpuslice`)."""
+    slice: Slice | None = None
+    """An activity's first run, which its caller runs again from the start on its whole budget
+    if it uses this up (`ParallelSandbox`): using it up ends the run with `SliceUsed`, not its
+    outcome. A run that waits in a host call leaves its slice (it would wait again)."""
     activity: ActivityHost | None = None
     """For activities: heartbeats, cancellation and the HTTP capability."""
     observer: HostCallObserver | None = None
@@ -140,8 +147,7 @@ class ActivationRequest:
             ),
             query=self.query,
             fresh=self.fresh,
-            sliced=self.sliced,
-            slice_cpu_s=self.slice_cpu_s,
+            slice=self.slice,
             activity=self.activity,
             observer=self.observer,
             yields=self.yields,
@@ -195,6 +201,10 @@ class _Usage:
     memory: wasmtime.Memory | None = None
     released: tuple[int, int] | None = None
     """Fuel used and memory held when the store was released (`release`)."""
+    sliced: bool = False
+    """The store runs on a slice of the budget (`fuel` is the slice): running out of it ends
+    the run with `SliceUsed`."""
+    watch: CpuWatch | None = None
 
     def fuel_used(self) -> int:
         if self.released is not None:
@@ -216,6 +226,18 @@ class _Usage:
         if self.released is None:
             self.released = (self.fuel_used(), self.memory_bytes())
             self.store.close()
+
+    def leave_slice(self, whole_fuel: int) -> None:
+        """Go on with the whole budget: fuel and, if watched, no CPU slice (the store must not
+        be running guest code on another thread)."""
+        if not self.sliced:
+            return
+        used = self.fuel_used()
+        self.store.set_fuel(max(whole_fuel - used, 0))
+        self.fuel = whole_fuel
+        self.sliced = False
+        if self.watch is not None:
+            self.watch.lift()
 
     def at_memory_limit(self, limit: int) -> bool:
         """Whether memory was (nearly) full when the guest trapped.
@@ -246,15 +268,20 @@ def fresh_store(engine: wasmtime.Engine, limits: SandboxLimits) -> wasmtime.Stor
     return store
 
 
-def _watch(store: wasmtime.Store, request: ActivationRequest) -> CpuWatch | None:
-    """Watch the activation about to run on `store` (its CPU slice, if sliced, and its
-    deadline), or None: not sliced on CPU, on a store no earlier activation watched."""
-    budget = request.slice_cpu_s if request.sliced else None
-    return watch(store, budget, request.limits.deadline_s)
-
-
-def _cpu_sliced(request: ActivationRequest) -> bool:
-    return request.sliced and request.slice_cpu_s is not None
+def _usage(store: wasmtime.Store, request: ActivationRequest, *, rewatch: bool) -> _Usage:
+    """What the activation about to run on `store` uses, on its slice if it has one: the
+    store's fuel set to it, and a watch on its CPU (also on a kept store (`rewatch`), whose
+    earlier watch would keep its own deadline)."""
+    sliced = request.slice
+    fuel = request.limits.fuel
+    if sliced is not None and sliced.fuel < fuel:
+        fuel = sliced.fuel
+        store.set_fuel(fuel)
+    cpu = None if sliced is None else sliced.cpu_s
+    found = None
+    if cpu is not None or rewatch:
+        found = watch(store, cpu, request.limits.deadline_s)
+    return _Usage(store=store, fuel=fuel, sliced=sliced is not None, watch=found)
 
 
 def _deadline_ticks(limits: SandboxLimits) -> int:
@@ -431,11 +458,10 @@ class Sandbox:
         limits = request.limits
         started = time.monotonic()
         state = self._host_calls(request, started)
-        if request.kind is ActivationKind.ACTIVITY:
-            state.waiting = self._waits(request, state)
         store = fresh_store(self._engine.engine, limits)
-        watched = _watch(store, request) if _cpu_sliced(request) else None
-        usage = _Usage(store=store, fuel=limits.fuel)
+        usage = _usage(store, request, rewatch=False)
+        if request.kind is ActivationKind.ACTIVITY:
+            state.waiting = self._waits(request, state, usage)
         host = self._engine.host
         if live is not None:
             slice_ = _Slice(state=state, usage=usage, started=started, host=host)
@@ -450,11 +476,11 @@ class Sandbox:
                 self._contextual(type(fault), fault.detail, request, usage), state
             ) from None
         except wasmtime.Trap as trap:
-            ended = self._watch_ended(watched, request, usage)
+            ended = self._watch_ended(request, usage)
             ended = ended or self._classify_trap(trap, request, usage)
             raise self._published(ended, state) from None
         except wasmtime.WasmtimeError as exc:
-            ended = self._watch_ended(watched, request, usage)
+            ended = self._watch_ended(request, usage)
             ended = ended or self._classify_error(exc, request, usage)
             raise self._published(ended, state) from None
         finally:
@@ -465,19 +491,25 @@ class Sandbox:
         return _output(envelope, suspended, state, usage, started)
 
     def _waits(
-        self, request: ActivationRequest, state: HostCalls, io: GuestIO | None = None
+        self,
+        request: ActivationRequest,
+        state: HostCalls,
+        usage: _Usage,
+        io: GuestIO | None = None,
     ) -> Callable[[], AbstractContextManager[None]]:
         """What an activity's host call does while it waits (`HostCalls.waiting`): lets other
         activations run in this process meanwhile (the activation lock; the host imports' and
         WASI's routing, which the next activation takes over), gives up the caller's places
         (`request.yields`), and takes everything back before the guest goes on. As a parked
         live instance does (`StickySandbox`): no other thread touches this store meanwhile,
-        and every call into wasmtime still happens under the lock."""
+        and every call into wasmtime still happens under the lock. A run on a slice leaves it
+        here: run again, it would wait again."""
         engine = self._engine
         wasi = engine.components.wasi if io is not None else None
 
         @contextmanager
         def waiting() -> Iterator[None]:
+            usage.leave_slice(request.limits.fuel)
             engine.host.activate(None)
             if wasi is not None:
                 wasi.activate(None)
@@ -534,12 +566,10 @@ class Sandbox:
             store = kept.store
             store.set_fuel(limits.fuel)
             store.set_epoch_deadline(_deadline_ticks(limits))
-        # A kept store may carry an earlier activation's watch, which would keep its deadline.
-        watched = _watch(store, request) if _cpu_sliced(request) or kept is not None else None
-        usage = _Usage(store=store, fuel=limits.fuel)
+        usage = _usage(store, request, rewatch=kept is not None)
         io = GuestIO(deterministic=request.kind is ActivationKind.WORKFLOW, seed=request.run_id)
         if request.kind is ActivationKind.ACTIVITY:
-            state.waiting = self._waits(request, state, io)
+            state.waiting = self._waits(request, state, usage, io)
         name = request.export.partition(".")[2]
         host = self._engine.host
         components = self._engine.components
@@ -564,7 +594,7 @@ class Sandbox:
         except GuestFault as fault:
             failed = self._contextual(type(fault), fault.detail, request, usage)
         except (wasmtime.Trap, wasmtime.WasmtimeError) as exc:
-            failed = self._watch_ended(watched, request, usage)
+            failed = self._watch_ended(request, usage, deadline_detail=DEADLINE_DETAIL)
             if failed is None:
                 found = classify(exc, bytes(io.stderr))
                 failed = self._contextual(found.kind, found.detail, request, usage)
@@ -579,7 +609,7 @@ class Sandbox:
         if failed is not None:
             usage.release()  # a faulted instance is never kept
             left = limits.deadline_s - (time.monotonic() - started)
-            settled_above = request.sliced and isinstance(failed, OutOfFuel)
+            settled_above = isinstance(failed, SliceUsed)
             if kept is not None and left > 0 and not settled_above:
                 # What a fresh instance gives is what is recorded.
                 again = replace(request, limits=replace(limits, deadline_s=left))
@@ -654,6 +684,8 @@ class Sandbox:
     def _contextual(
         self, kind: type[GuestFault], detail: str, request: ActivationRequest, usage: _Usage
     ) -> GuestFault:
+        if kind is OutOfFuel and usage.sliced:
+            kind, detail = SliceUsed, f"used the {usage.fuel} fuel slice of its first run"
         return kind(
             detail,
             run_id=request.run_id,
@@ -664,19 +696,21 @@ class Sandbox:
         )
 
     def _watch_ended(
-        self, watched: CpuWatch | None, request: ActivationRequest, usage: _Usage
+        self, request: ActivationRequest, usage: _Usage, *, deadline_detail: str | None = None
     ) -> GuestFault | None:
-        """The fault a watched activation's end stands for (None: the watch did not end it)."""
+        """The fault a watched activation's end stands for (None: the watch did not end it).
+        `deadline_detail`: what the guest's kind says of a deadline (a core module's, if None)."""
+        watched = usage.watch
         if watched is None:
             return None
         if watched.spent:
+            cpu = "" if request.slice is None else f" {request.slice.cpu_s:g} s"
             return self._contextual(
-                SliceUsed,
-                f"used the {watched.budget_s:g} s CPU slice of its first run",
-                request,
-                usage,
+                SliceUsed, f"used the{cpu} CPU slice of its first run", request, usage
             )
         if watched.deadline:
+            if deadline_detail is not None:
+                return self._contextual(DeadlineExceeded, deadline_detail, request, usage)
             return self._deadline(request, usage)
         return None
 
@@ -695,7 +729,7 @@ class Sandbox:
         name = code.name.lower() if code is not None else "unknown"
         if code == wasmtime.TrapCode.OUT_OF_FUEL:
             return self._contextual(
-                OutOfFuel, f"used all {request.limits.fuel} units of fuel", request, usage
+                OutOfFuel, f"used all {usage.fuel} units of fuel", request, usage
             )
         if code == wasmtime.TrapCode.INTERRUPT:
             return self._deadline(request, usage)

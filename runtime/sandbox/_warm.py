@@ -111,6 +111,11 @@ class WarmActivities:
         kept.kept_at = time.monotonic()
         dropped: list[WarmInstance] = []
         with self._lock:
+            replaced = self._kept.pop(key, None)
+            if replaced is not None and replaced is not kept:
+                # Two activities of one run in process at once (one waited in a host call):
+                # the run keeps the later one.
+                dropped.append(replaced)
             self._kept[key] = kept
             while len(self._kept) > self._runs or (
                 self._max_bytes is not None

@@ -27,6 +27,7 @@ from amber.runtime.sandbox import (
     Sandbox,
     SandboxEngine,
     SandboxLimits,
+    Slice,
     guest_runner,
 )
 from amber.runtime.sandbox._host import ActivationKind
@@ -83,8 +84,7 @@ def _sliced(attempt: ActivityAttempt, slice_cpu_s: float) -> ActivationRequest:
         run_id=attempt.input.run_id,
         step=attempt.cmd,
         limits=attempt.limits,
-        sliced=True,
-        slice_cpu_s=slice_cpu_s,
+        slice=Slice(fuel=attempt.limits.fuel, cpu_s=slice_cpu_s),
     )
 
 
@@ -160,3 +160,15 @@ def test_a_used_slice_ends_the_first_run_in_process_and_in_a_child(
     for fault in (inline.value, isolated.value):
         assert (fault.run_id, fault.step, fault.digest) == ("run-cpu", 0, attempt.digest)
         assert "CPU slice" in fault.detail
+
+
+def test_a_run_that_waited_leaves_its_slice(
+    lane: ParallelSandbox, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    # Run again from the start, it would sleep again, on what is left of its deadline: past a
+    # wait in a host call, it goes on with its whole budget instead.
+    attempt = _attempt(modules["waits"], "wait_then_count", {"ms": 300, "n": HEAVY_N})
+    stayed = run_activity(lane, attempt)
+    assert decode(stayed.outcome.result) == {"ms": 300, "n": HEAVY_N}
+    assert lane.in_background == 0
+    assert stayed.stats.fuel_used == run_activity(sandbox, attempt).stats.fuel_used

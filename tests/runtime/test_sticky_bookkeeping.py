@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from amber.abi import pack
-from amber.runtime.sandbox import ActivationKind, ActivationRequest, SandboxLimits
+from amber.runtime.sandbox import ActivationKind, ActivationRequest, SandboxLimits, Slice
 from amber.runtime.sandbox._sticky import _SOON, _Issued, _Seen, _soon_resumed
 
 
@@ -120,8 +120,7 @@ def test_a_stretch_request_is_the_request_with_its_input_and_budget_replaced() -
         limits=limits,
         query=True,
         fresh=True,
-        sliced=True,
-        slice_cpu_s=0.5,
+        slice=Slice(fuel=1_000, cpu_s=0.5),
         activity=activity,  # type: ignore[arg-type]
         observer=observer,  # type: ignore[arg-type]
         yields=nullcontext,

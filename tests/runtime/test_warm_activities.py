@@ -17,7 +17,7 @@ import pytest
 from amber.abi import encode_activity_input
 from amber.history import RunStatus
 from amber.runtime.client._client import decode
-from amber.runtime.model import OutOfFuel
+from amber.runtime.model import SliceUsed
 from amber.runtime.model._clock import SystemClock
 from amber.runtime.replay import (
     ActivityAttempt,
@@ -32,7 +32,7 @@ from amber.runtime.sandbox import (
     SandboxLimits,
     guest_runner,
 )
-from amber.runtime.sandbox._sandbox import Sandbox
+from amber.runtime.sandbox._sandbox import Sandbox, Slice
 from amber.runtime.sandbox._warm import WarmActivities, WarmInstance, WarmKey
 from amber.runtime.worker._worker import Worker, WorkerSettings
 from tests.conftest import ARTIFACTS, InProcessServer
@@ -101,7 +101,7 @@ def test_a_fault_in_a_kept_instance_runs_again_in_a_fresh_one_which_is_not_kept(
     assert _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))["calls"] == 1
 
 
-def test_a_sliced_activity_out_of_fuel_in_a_kept_instance_is_left_to_its_caller(
+def test_a_sliced_activity_out_of_its_slice_in_a_kept_instance_is_left_to_its_caller(
     sandbox_engine: SandboxEngine, guest: bytes
 ) -> None:
     """On a fuel slice (`ParallelSandbox`), running out is not the outcome: the caller runs the
@@ -118,9 +118,9 @@ def test_a_sliced_activity_out_of_fuel_in_a_kept_instance_is_left_to_its_caller(
         run_id="run-a",
         step=0,
         limits=LIMITS,
-        sliced=True,
+        slice=Slice(fuel=LIMITS.fuel),
     )
-    with pytest.raises(OutOfFuel) as spent:
+    with pytest.raises(SliceUsed) as spent:
         run_activity_request(sandbox, sliced)
     assert spent.value.fuel_used == LIMITS.fuel
     assert warm.hits == 1 and len(warm) == 0
@@ -220,6 +220,18 @@ def test_the_keeper_gives_an_instance_to_one_caller_at_a_time() -> None:
     assert warm.take(key) is kept
     assert warm.take(key) is None  # out of the keeper while in use
     assert kept.uses == 1
+
+
+def test_a_runs_later_instance_replaces_its_kept_one_which_is_released() -> None:
+    # Two activities of one run in process at once (one waited in a host call meanwhile): the
+    # run keeps the one that ended last, and the other's store is freed, not just forgotten.
+    warm = WarmActivities()
+    key = WarmKey(run_id="r", digest="d", memory_bytes=1, table_elements=1)
+    first, second = _Store(), _Store()
+    warm.give(key, WarmInstance(store=first, instance=object()))  # type: ignore[arg-type]
+    warm.give(key, WarmInstance(store=second, instance=object()))  # type: ignore[arg-type]
+    assert len(warm) == 1
+    assert (first.closed, second.closed) == (True, False)
 
 
 def test_a_workers_python_run_goes_on_in_its_kept_activity_instance(
