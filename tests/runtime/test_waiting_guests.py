@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from amber.abi import ActivityInput, pack
+from amber.history import RunStatus
 from amber.runtime.client._client import decode
 from amber.runtime.model._clock import SystemClock
 from amber.runtime.replay import ActivityAttempt, ActivityReport, run_activity
@@ -30,7 +32,9 @@ from amber.runtime.sandbox import (
     SandboxRunner,
     guest_runner,
 )
-from tests.conftest import wait_for
+from amber.runtime.worker._worker import Worker, WorkerSettings
+from tests.conftest import InProcessServer, wait_for
+from tests.runtime._engine_helpers import serving
 
 LONG_MS = 3000
 """A wait that outlasts everything the tests do meanwhile."""
@@ -170,3 +174,34 @@ def test_a_child_whose_guest_waits_gives_its_place_back(
     assert waiting.running()  # it was served while the wait went on
     assert _logs(waiting.result()) == ["after the wait"]
     assert decode(busy.result().outcome.result) == {"n": 3 * 10**9}
+
+
+def test_a_worker_serves_runs_while_two_of_its_activities_sleep(
+    make_server: Callable[..., InProcessServer],
+    modules: dict[str, bytes],
+    parallel: ParallelSandbox,
+) -> None:
+    # Through the real server and worker: two runs' activities asleep for 3 s on a two-guest
+    # worker, and other runs go through meanwhile.
+    srv = make_server()
+    srv.client.upload_version(modules["hostile"], promote=True)
+    worker = Worker(srv.client, parallel, WorkerSettings(worker_id="w", poll_wait_s=0.2, slots=4))
+    napping = [
+        srv.client.start_run("call", {"activity": "nap_briefly", "args": None}).run.run_id
+        for _ in range(2)
+    ]
+    with serving(worker):
+        for run_id in napping:
+            wait_for(
+                lambda run_id=run_id: srv.client.describe(run_id).tasks[0].kind.value == "activity",
+                20,
+                "the nap to start",
+            )
+        time.sleep(0.5)  # and to be asleep (a shorter pause could only let the test pass idly)
+        for n in range(3):
+            short = srv.client.start_run("call", {"activity": "crash_on", "args": {"n": n}})
+            done = srv.client.result(short.run.run_id, wait_s=15)
+            assert done.status is RunStatus.COMPLETED and decode(done.result) == {"n": n}
+        assert all(srv.client.result(r).status is RunStatus.RUNNING for r in napping)
+        for run_id in napping:
+            assert srv.client.result(run_id, wait_s=20).status is RunStatus.COMPLETED
