@@ -14,7 +14,7 @@ import secrets
 import signal
 import sys
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from types import FrameType
@@ -244,12 +244,43 @@ def _be_nice(niceness: int | None, *, surgical: bool) -> None:
     lower_priority(os.getpid(), niceness)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _GuestOptions:
+    """A main-pool worker's guest options, checked."""
+
+    warm_runs: int
+    slice_fuel: int
+    slice_cpu_s: float | None
+
+
+def _guest_options(args: argparse.Namespace) -> _GuestOptions:
+    if not 1 <= args.guests <= 64:
+        raise InvalidInput("--guests must be between 1 and 64")
+    if not 0 <= args.sticky <= 10_000:
+        raise InvalidInput("--sticky must be between 0 and 10000")
+    warm_runs = WARM_RUNS if args.warm_activities is None else args.warm_activities
+    if not 0 <= warm_runs <= 1_000:
+        raise InvalidInput("--warm-activities must be between 0 and 1000")
+    slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
+    if not 0 <= slice_fuel <= args.fuel:
+        raise InvalidInput("--slice-fuel must be between 0 and --fuel")
+    slice_cpu_ms = SLICE_CPU_S * 1000 if args.slice_cpu_ms is None else args.slice_cpu_ms
+    if not 0 <= slice_cpu_ms <= 60_000:
+        raise InvalidInput("--slice-cpu-ms must be between 0 and 60000")
+    return _GuestOptions(
+        warm_runs=warm_runs,
+        slice_fuel=slice_fuel,
+        slice_cpu_s=slice_cpu_ms / 1000 if slice_cpu_ms else None,
+    )
+
+
 def work(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     surgical = args.pool == "surgical"
     _be_nice(args.nice, surgical=surgical)
     traces = amber_home() / "traces" / "surgical.jsonl" if surgical else None
     configure_tracing(f"amber-worker-{args.pool}", default_file=traces)
+    guests = None if surgical else _guest_options(args)  # a typo fails before the connection
     client = AmberClient(args.server, token=api_token(), tls=client_tls())
     try:
         client.wait_ready(timeout_s=args.connect_timeout)
@@ -270,21 +301,9 @@ def work(args: argparse.Namespace) -> int:
         pool = SurgicalWorker(client, settings, artifact_dir=artifacts)
         worker, close = pool.worker, pool.close
     else:
-        if not 1 <= args.guests <= 64:
-            raise InvalidInput("--guests must be between 1 and 64")
-        if not 0 <= args.sticky <= 10_000:
-            raise InvalidInput("--sticky must be between 0 and 10000")
-        warm_runs = WARM_RUNS if args.warm_activities is None else args.warm_activities
-        if not 0 <= warm_runs <= 1_000:
-            raise InvalidInput("--warm-activities must be between 0 and 1000")
-        slice_fuel = SLICE_FUEL if args.slice_fuel is None else args.slice_fuel
-        if not 0 <= slice_fuel <= args.fuel:
-            raise InvalidInput("--slice-fuel must be between 0 and --fuel")
-        slice_cpu_ms = SLICE_CPU_S * 1000 if args.slice_cpu_ms is None else args.slice_cpu_ms
-        if not 0 <= slice_cpu_ms <= 60_000:
-            raise InvalidInput("--slice-cpu-ms must be between 0 and 60000")
+        assert guests is not None
         instances = pool_instances(
-            sticky_runs=args.sticky, warm_runs=warm_runs, slots=settings.slots
+            sticky_runs=args.sticky, warm_runs=guests.warm_runs, slots=settings.slots
         )
         engine = SandboxEngine(artifacts, instances=instances)
         runner = guest_runner(
@@ -294,9 +313,9 @@ def work(args: argparse.Namespace) -> int:
             artifact_dir=artifacts,
             guests=min(args.guests, settings.slots),
             sticky_runs=args.sticky,
-            slice_fuel=slice_fuel,
-            slice_cpu_s=slice_cpu_ms / 1000 if slice_cpu_ms else None,
-            warm_runs=warm_runs,
+            slice_fuel=guests.slice_fuel,
+            slice_cpu_s=guests.slice_cpu_s,
+            warm_runs=guests.warm_runs,
         )
 
         def close() -> None:

@@ -218,3 +218,21 @@ def test_start_wait_and_result_follow_a_continue_as_new_chain_to_its_end(
     assert first.status.value == "continued_as_new" and first.run_id != last["run_id"]
     code, out, _ = amber(capsys, served, "--json", "run", "result", first.run_id, "--wait", "5")
     assert code == 0 and json.loads(out)["run_id"] == last["run_id"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--guests", "0"),
+        ("--slice-fuel", "-1"),
+        ("--slice-cpu-ms", "-1"),
+        ("--slice-cpu-ms", "nan"),
+    ],
+)
+def test_a_worker_option_out_of_range_fails_before_it_looks_for_a_server(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str
+) -> None:
+    # Nothing listens there: an operator's typo must not wait out the connection timeout.
+    code = main(["--server", "127.0.0.1:9", "worker", "--connect-timeout", "30", flag, value])
+    assert code == 2
+    assert flag in capsys.readouterr().err
