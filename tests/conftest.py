@@ -9,6 +9,7 @@ in a temporary directory. Wasmtime engines are created lazily inside fixtures, n
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import secrets
@@ -36,6 +37,7 @@ from amber.runtime.client._client import AmberClient
 from amber.runtime.model._clock import ManualClock, SystemClock
 from amber.runtime.model._settings import EngineSettings
 from amber.runtime.replay import ActivityAttempt
+from amber.runtime.sandbox import ActivityHost, ParallelSandbox, guest_runner
 from amber.runtime.sandbox._engine import SandboxEngine
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.runtime.server._server import AmberServer, migrate_all
@@ -347,23 +349,57 @@ BUSY_N = 3 * 10**9
 """`count_to` (`tests/guests/heavy.c`) up to this computes for seconds (about 1 ns a count)."""
 
 
-def busy_attempt(modules: Mapping[str, bytes], run_id: str = "busy") -> ActivityAttempt:
-    """An activity that computes for seconds and holds the sandbox that runs it: give its
-    runner no slices (`slice_fuel=0`), or the background lane takes it over. (A sleeping
-    activity would not do: a guest waiting in a host call gives its place up.)"""
+def attempt_of(
+    module: bytes,
+    name: str,
+    args: object,
+    *,
+    run_id: str,
+    limits: SandboxLimits,
+    host: ActivityHost | None = None,
+) -> ActivityAttempt:
+    """Attempt 1 of activity `name` of `module` in run `run_id`, on `args` (packed here)."""
     return ActivityAttempt(
-        digest=hashlib.sha256(modules["heavy"]).hexdigest(),
+        digest=hashlib.sha256(module).hexdigest(),
         cmd=0,
         input=ActivityInput(
             run_id=run_id,
-            activity="count_to",
-            args=pack({"n": BUSY_N}),
+            activity=name,
+            args=pack(args),
             attempt=1,
             idempotency_key=f"{run_id}/0",
             deadline_ms=0,
         ),
-        limits=SandboxLimits(fuel=50 * BUSY_N, deadline_s=60.0),
+        limits=limits,
+        host=host,
     )
+
+
+def busy_attempt(modules: Mapping[str, bytes], run_id: str = "busy") -> ActivityAttempt:
+    """An activity that computes for seconds and holds the sandbox that runs it: give its
+    runner no slices (`slice_fuel=0`), or the background lane takes it over. (A sleeping
+    activity would not do: a guest waiting in a host call gives its place up.)"""
+    limits = SandboxLimits(fuel=50 * BUSY_N, deadline_s=60.0)
+    return attempt_of(modules["heavy"], "count_to", {"n": BUSY_N}, run_id=run_id, limits=limits)
+
+
+@contextlib.contextmanager
+def parallel_runner(
+    artifacts: Path, modules: Mapping[str, bytes], **options: Any
+) -> Iterator[ParallelSandbox]:
+    """A worker's two-guest runner (`guest_runner` with `options`) on its own engine, serving
+    `modules` by digest; closed after the block."""
+    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
+    engine = SandboxEngine(artifacts)
+    runner = guest_runner(
+        engine, SystemClock(), by_digest.__getitem__, artifact_dir=artifacts, guests=2, **options
+    )
+    assert isinstance(runner, ParallelSandbox)
+    try:
+        yield runner
+    finally:
+        runner.close()
+        engine.close()
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:

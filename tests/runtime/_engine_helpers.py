@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import threading
 import time
 from collections.abc import Iterator
@@ -18,23 +17,12 @@ from amber.runtime.model._clock import Clock
 from amber.runtime.replay._activity import ActivityAttempt
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from amber.runtime.worker._worker import Worker, WorkerSettings
+from tests.conftest import attempt_of
 
 
 def run_attempt(module: bytes, name: str, run_id: str, limits: SandboxLimits) -> ActivityAttempt:
     """Attempt 1 of activity `name` of `module` for `run_id`, with args `{"run": run_id}`."""
-    return ActivityAttempt(
-        digest=hashlib.sha256(module).hexdigest(),
-        cmd=0,
-        input=ActivityInput(
-            run_id=run_id,
-            activity=name,
-            args=msgpack.packb({"run": run_id}),
-            attempt=1,
-            idempotency_key=f"{run_id}/0",
-            deadline_ms=0,
-        ),
-        limits=limits,
-    )
+    return attempt_of(module, name, {"run": run_id}, run_id=run_id, limits=limits)
 
 
 def make_worker(

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from amber.abi import ActivityInput, pack
 from amber.history import RunStatus
 from amber.runtime.client._client import decode
 from amber.runtime.model import DeadlineExceeded, OutOfFuel
@@ -30,14 +29,12 @@ from amber.runtime.sandbox import (
     ParallelSandbox,
     RawOutput,
     Sandbox,
-    SandboxEngine,
     SandboxLimits,
-    guest_runner,
 )
 from amber.runtime.sandbox._background import BackgroundLane
 from amber.runtime.sandbox._parallel import BACKGROUND_NICENESS
 from amber.runtime.worker._worker import Worker, WorkerSettings
-from tests.conftest import InProcessServer, wait_for
+from tests.conftest import InProcessServer, attempt_of, parallel_runner, wait_for
 
 SLICE = 2_000_000
 BUDGET = 200_000_000
@@ -47,38 +44,15 @@ HEAVY_N = 1_000_000
 
 @pytest.fixture
 def lane(tmp_path: Path, modules: dict[str, bytes]) -> Iterator[ParallelSandbox]:
-    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
-    engine = SandboxEngine(tmp_path / "artifacts")
-    runner = guest_runner(
-        engine,
-        SystemClock(),
-        by_digest.__getitem__,
-        artifact_dir=tmp_path / "artifacts",
-        guests=2,
-        slice_fuel=SLICE,
-    )
-    assert isinstance(runner, ParallelSandbox)
-    yield runner
-    runner.close()
-    engine.close()
+    with parallel_runner(tmp_path / "artifacts", modules, slice_fuel=SLICE) as runner:
+        yield runner
 
 
 def _attempt(
     module: bytes, name: str, args: object, deadline_s: float = 10.0, fuel: int = BUDGET
 ) -> ActivityAttempt:
-    return ActivityAttempt(
-        digest=hashlib.sha256(module).hexdigest(),
-        cmd=0,
-        input=ActivityInput(
-            run_id="run-bg",
-            activity=name,
-            args=pack(args),
-            attempt=1,
-            idempotency_key="run-bg/0",
-            deadline_ms=0,
-        ),
-        limits=SandboxLimits(fuel=fuel, deadline_s=deadline_s),
-    )
+    limits = SandboxLimits(fuel=fuel, deadline_s=deadline_s)
+    return attempt_of(module, name, args, run_id="run-bg", limits=limits)
 
 
 def test_a_heavy_activity_completes_in_the_background_with_the_fuel_of_one_whole_run(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from amber.abi import ActivityInput, encode_activity_input, pack
+from amber.abi import encode_activity_input
 from amber.runtime.client._client import decode
 from amber.runtime.model import DeadlineExceeded, MemoryLimitExceeded, SliceUsed
 from amber.runtime.model._clock import SystemClock
@@ -25,12 +25,11 @@ from amber.runtime.sandbox import (
     IsolatedSandbox,
     ParallelSandbox,
     Sandbox,
-    SandboxEngine,
     SandboxLimits,
     Slice,
-    guest_runner,
 )
 from amber.runtime.sandbox._host import ActivationKind
+from tests.conftest import attempt_of, parallel_runner
 
 BUDGET = 2_000_000_000
 SLICE_CPU_S = 0.005
@@ -42,37 +41,15 @@ HEAVY_N = 100_000_000
 
 @pytest.fixture
 def lane(tmp_path: Path, modules: dict[str, bytes]) -> Iterator[ParallelSandbox]:
-    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
-    engine = SandboxEngine(tmp_path / "artifacts")
-    runner = guest_runner(
-        engine,
-        SystemClock(),
-        by_digest.__getitem__,
-        artifact_dir=tmp_path / "artifacts",
-        guests=2,
-        slice_fuel=BUDGET - 1,
-        slice_cpu_s=SLICE_CPU_S,
-    )
-    assert isinstance(runner, ParallelSandbox)
-    yield runner
-    runner.close()
-    engine.close()
+    with parallel_runner(
+        tmp_path / "artifacts", modules, slice_fuel=BUDGET - 1, slice_cpu_s=SLICE_CPU_S
+    ) as runner:
+        yield runner
 
 
 def _attempt(module: bytes, name: str, args: object, deadline_s: float = 10.0) -> ActivityAttempt:
-    return ActivityAttempt(
-        digest=hashlib.sha256(module).hexdigest(),
-        cmd=0,
-        input=ActivityInput(
-            run_id="run-cpu",
-            activity=name,
-            args=pack(args),
-            attempt=1,
-            idempotency_key="run-cpu/0",
-            deadline_ms=0,
-        ),
-        limits=SandboxLimits(fuel=BUDGET, deadline_s=deadline_s),
-    )
+    limits = SandboxLimits(fuel=BUDGET, deadline_s=deadline_s)
+    return attempt_of(module, name, args, run_id="run-cpu", limits=limits)
 
 
 def _sliced(attempt: ActivityAttempt, slice_cpu_s: float) -> ActivationRequest:

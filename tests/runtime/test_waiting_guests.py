@@ -10,7 +10,6 @@ process or in a child. The guest is `tests/guests/waits.c` (`wait_then_log` slee
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,63 +17,43 @@ from pathlib import Path
 
 import pytest
 
-from amber.abi import ActivityInput, pack
 from amber.history import RunStatus
 from amber.runtime.client._client import decode
-from amber.runtime.model._clock import SystemClock
 from amber.runtime.replay import ActivityAttempt, ActivityReport, run_activity
 from amber.runtime.sandbox import (
     ActivityHost,
     ParallelSandbox,
     Sandbox,
-    SandboxEngine,
     SandboxLimits,
     SandboxRunner,
-    guest_runner,
 )
 from amber.runtime.worker._worker import Worker, WorkerSettings
-from tests.conftest import InProcessServer, wait_for
+from tests.conftest import (
+    BUSY_N,
+    InProcessServer,
+    attempt_of,
+    busy_attempt,
+    parallel_runner,
+    wait_for,
+)
 from tests.runtime._engine_helpers import serving
 
-LONG_MS = 3000
+LONG_MS = 5000
 """A wait that outlasts everything the tests do meanwhile."""
 
 
 @pytest.fixture
 def parallel(tmp_path: Path, modules: dict[str, bytes]) -> Iterator[ParallelSandbox]:
-    by_digest = {hashlib.sha256(m).hexdigest(): m for m in modules.values()}
-    engine = SandboxEngine(tmp_path / "artifacts")
-    runner = guest_runner(
-        engine,
-        SystemClock(),
-        by_digest.__getitem__,
-        artifact_dir=tmp_path / "artifacts",
-        guests=2,
-        slice_fuel=0,  # nothing moves to the background lane: only waiting frees a place
-    )
-    assert isinstance(runner, ParallelSandbox)
-    yield runner
-    runner.close()
-    engine.close()
+    # slice_fuel=0: nothing moves to the background lane, only waiting frees a place
+    with parallel_runner(tmp_path / "artifacts", modules, slice_fuel=0) as runner:
+        yield runner
 
 
 def _attempt(
     module: bytes, name: str, args: object, run_id: str, host: ActivityHost | None = None
 ) -> ActivityAttempt:
-    return ActivityAttempt(
-        digest=hashlib.sha256(module).hexdigest(),
-        cmd=0,
-        input=ActivityInput(
-            run_id=run_id,
-            activity=name,
-            args=pack(args),
-            attempt=1,
-            idempotency_key=f"{run_id}/0",
-            deadline_ms=0,
-        ),
-        limits=SandboxLimits(fuel=50_000_000_000, deadline_s=30.0),
-        host=host,
-    )
+    limits = SandboxLimits(fuel=50_000_000_000, deadline_s=30.0)
+    return attempt_of(module, name, args, run_id=run_id, limits=limits, host=host)
 
 
 class _Background:
@@ -150,9 +129,13 @@ def test_activations_waiting_in_one_process_keep_their_own_host_calls(
 def test_two_waiting_activities_leave_a_two_guest_worker_serving(
     parallel: ParallelSandbox, modules: dict[str, bytes]
 ) -> None:
+    def short(n: int) -> ActivityAttempt:
+        return _attempt(modules["heavy"], "count_to", {"n": 1000}, f"r{n}")
+
+    run_activity(parallel, short(-1))  # its module compiled first: not a race against the waits
     waiting = [_asleep(parallel, modules, f"run-wait-{n}") for n in range(2)]
     for n in range(5):
-        done = run_activity(parallel, _attempt(modules["heavy"], "count_to", {"n": 1000}, f"r{n}"))
+        done = run_activity(parallel, short(n))
         assert decode(done.outcome.result) == {"n": 1000}
     assert all(one.running() for one in waiting)  # served while both waited
     for one in waiting:
@@ -164,7 +147,7 @@ def test_a_child_whose_guest_waits_gives_its_place_back(
 ) -> None:
     # The in-process guest computes for seconds, so the wait goes to a child; while it waits,
     # the worker's second place is free for the next activation (another child).
-    busy = _Background(parallel, _attempt(modules["heavy"], "count_to", {"n": 3 * 10**9}, "busy"))
+    busy = _Background(parallel, busy_attempt(modules))
     wait_for(lambda: parallel._inline_free.locked(), 10, "the in-process guest to be busy")
     waiting = _asleep(parallel, modules, "run-wait")
     assert parallel.in_children == 1  # the in-process guest was busy
@@ -173,7 +156,7 @@ def test_a_child_whose_guest_waits_gives_its_place_back(
     assert parallel.in_children == 2
     assert waiting.running()  # it was served while the wait went on
     assert _logs(waiting.result()) == ["after the wait"]
-    assert decode(busy.result().outcome.result) == {"n": 3 * 10**9}
+    assert decode(busy.result().outcome.result) == {"n": BUSY_N}
 
 
 def test_a_worker_serves_runs_while_two_of_its_activities_sleep(
