@@ -90,10 +90,9 @@ class OutOfFuel(GuestFault):
 
 
 class SliceUsed(OutOfFuel):
-    """A sliced activity used the CPU slice of its first run (`ActivationRequest.slice_cpu_s`):
-    like a used-up fuel slice, not its outcome, and never recorded; whoever sliced it runs it
-    again from the start on its whole budget. An `OutOfFuel` so that what handles the end of a
-    fuel slice handles it too."""
+    """A sliced activity used the fuel or CPU slice of its first run (`ActivationRequest.slice`):
+    not its outcome, and never recorded; whoever sliced it runs it again from the start on its
+    whole budget. An `OutOfFuel`, as a used-up budget would be, for any handler of that."""
 
 
 class MemoryLimitExceeded(GuestFault):
