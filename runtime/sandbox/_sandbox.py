@@ -69,6 +69,11 @@ from ._pooling import instantiating
 from ._warm import WarmActivities, WarmInstance, WarmKey
 from ._wasi import GuestIO, WasiStubs
 
+LEAVE_SLICE_AFTER_WAIT_S = 1.0
+"""Waits in host calls after which a sliced run goes on with its whole budget: run again from
+the start in the background lane, it would wait that long again, on what is left of its
+deadline. Shorter waits are cheap to repeat, and must not let a guest out of its slice (an
+attacker's `sleep(1)` before a fuel bomb)."""
 _WASM_PAGE = 65536
 _U64 = (1 << 64) - 1
 
@@ -116,7 +121,8 @@ class ActivationRequest:
     slice: Slice | None = None
     """An activity's first run, which its caller runs again from the start on its whole budget
     if it uses this up (`ParallelSandbox`): using it up ends the run with `SliceUsed`, not its
-    outcome. A run that waits in a host call leaves its slice (it would wait again)."""
+    outcome. A run whose waits in host calls add up to `LEAVE_SLICE_AFTER_WAIT_S` leaves its
+    slice (run again, it would wait again)."""
     activity: ActivityHost | None = None
     """For activities: heartbeats, cancellation and the HTTP capability."""
     observer: HostCallObserver | None = None
@@ -204,6 +210,8 @@ class _Usage:
     sliced: bool = False
     """The store runs on a slice of the budget (`fuel` is the slice): running out of it ends
     the run with `SliceUsed`."""
+    waited_s: float = 0.0
+    """Time the activation spent waiting in host calls (a sleep, an HTTP exchange)."""
     watch: CpuWatch | None = None
 
     def fuel_used(self) -> int:
@@ -503,13 +511,14 @@ class Sandbox:
         (`request.yields`), and takes everything back before the guest goes on. As a parked
         live instance does (`StickySandbox`): no other thread touches this store meanwhile,
         and every call into wasmtime still happens under the lock. A run on a slice leaves it
-        here: run again, it would wait again."""
+        once its waits add up to `LEAVE_SLICE_AFTER_WAIT_S`: run again, it would wait again.
+        Not at its first wait: a wait of a millisecond would take any guest out of its slice."""
         engine = self._engine
         wasi = engine.components.wasi if io is not None else None
 
         @contextmanager
         def waiting() -> Iterator[None]:
-            usage.leave_slice(request.limits.fuel)
+            began = time.monotonic()
             engine.host.activate(None)
             if wasi is not None:
                 wasi.activate(None)
@@ -522,6 +531,9 @@ class Sandbox:
                 engine.host.activate(state)
                 if wasi is not None:
                     wasi.activate(io)
+                usage.waited_s += time.monotonic() - began
+                if usage.waited_s >= LEAVE_SLICE_AFTER_WAIT_S:
+                    usage.leave_slice(request.limits.fuel)
 
         return waiting
 

@@ -29,6 +29,7 @@ from amber.runtime.sandbox import (
     Slice,
 )
 from amber.runtime.sandbox._host import ActivationKind
+from amber.runtime.sandbox._sandbox import LEAVE_SLICE_AFTER_WAIT_S
 from tests.conftest import attempt_of, parallel_runner
 
 BUDGET = 2_000_000_000
@@ -142,10 +143,23 @@ def test_a_used_slice_ends_the_first_run_in_process_and_in_a_child(
 def test_a_run_that_waited_leaves_its_slice(
     lane: ParallelSandbox, sandbox: Sandbox, modules: dict[str, bytes]
 ) -> None:
-    # Run again from the start, it would sleep again, on what is left of its deadline: past a
-    # wait in a host call, it goes on with its whole budget instead.
-    attempt = _attempt(modules["waits"], "wait_then_count", {"ms": 300, "n": HEAVY_N})
+    # Run again from the start, it would sleep again, on what is left of its deadline: past
+    # waits of `LEAVE_SLICE_AFTER_WAIT_S`, it goes on with its whole budget instead.
+    ms = int(LEAVE_SLICE_AFTER_WAIT_S * 1000) + 200
+    attempt = _attempt(modules["waits"], "wait_then_count", {"ms": ms, "n": HEAVY_N})
     stayed = run_activity(lane, attempt)
-    assert decode(stayed.outcome.result) == {"ms": 300, "n": HEAVY_N}
+    assert decode(stayed.outcome.result) == {"ms": ms, "n": HEAVY_N}
     assert lane.in_background == 0
     assert stayed.stats.fuel_used == run_activity(sandbox, attempt).stats.fuel_used
+
+
+def test_a_short_wait_does_not_take_a_guest_out_of_its_slice(
+    lane: ParallelSandbox, sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    # A millisecond's sleep before a long computation (an attacker's way round the slice):
+    # the computation still ends the first run, and the lane's run gives the whole run's outcome.
+    attempt = _attempt(modules["waits"], "wait_then_count", {"ms": 1, "n": HEAVY_N})
+    moved = run_activity(lane, attempt)
+    assert decode(moved.outcome.result) == {"ms": 1, "n": HEAVY_N}
+    assert lane.in_background == 1
+    assert moved.stats.fuel_used == run_activity(sandbox, attempt).stats.fuel_used
