@@ -180,6 +180,12 @@ def _opt_int(
     return value
 
 
+def _opt_timeout(doc: dict[str, Any], key: str, where: str) -> int | None:
+    """A timeout option; 0 is no timeout, as in Temporal (it used to mean "time out at once":
+    an explicit `"heartbeat_ms": 0` failed every attempt within a second)."""
+    return _opt_int(doc, key, where) or None
+
+
 def _options_map(value: Any, where: str) -> dict[str, Any]:
     if value is None:
         return {}
@@ -214,10 +220,10 @@ def parse_retry(value: Any, where: str) -> RetryOptions:
 def parse_activity_options(value: Any, where: str) -> ActivityOptions:
     doc = _options_map(value, where)
     return ActivityOptions(
-        start_to_close_ms=_opt_int(doc, "start_to_close_ms", where),
-        schedule_to_close_ms=_opt_int(doc, "schedule_to_close_ms", where),
-        schedule_to_start_ms=_opt_int(doc, "schedule_to_start_ms", where),
-        heartbeat_ms=_opt_int(doc, "heartbeat_ms", where),
+        start_to_close_ms=_opt_timeout(doc, "start_to_close_ms", where),
+        schedule_to_close_ms=_opt_timeout(doc, "schedule_to_close_ms", where),
+        schedule_to_start_ms=_opt_timeout(doc, "schedule_to_start_ms", where),
+        heartbeat_ms=_opt_timeout(doc, "heartbeat_ms", where),
         retry=parse_retry(doc.get("retry"), where),
     )
 

@@ -86,3 +86,14 @@ def test_every_kind_round_trips(command: Any) -> None:
 def test_bad_commands_are_refused_with_the_reason(value: Any, message: str) -> None:
     with pytest.raises(MalformedEnvelope, match=message):
         parse_command(3, value)
+
+
+@pytest.mark.parametrize(
+    "key", ["start_to_close_ms", "schedule_to_close_ms", "schedule_to_start_ms", "heartbeat_ms"]
+)
+def test_a_timeout_of_zero_is_no_timeout(key: str) -> None:
+    # As in Temporal. It meant "time out at once": an explicit `"heartbeat_ms": 0` failed every
+    # attempt within a second (found by an audit).
+    command = parse_command(3, ["activity", "charge", b"\x90", {key: 0}])
+    assert isinstance(command, ScheduleActivity)
+    assert command.options == ActivityOptions()
