@@ -325,6 +325,7 @@ def work(args: argparse.Namespace) -> int:
 
         worker = Worker(client, runner, settings)
         worker.metrics.watch_warm(runner.warm_instances)
+        worker.metrics.watch_waiting(runner.waiting_now)
         if isinstance(runner, ParallelSandbox | StickySandbox):
             worker.metrics.watch_live(runner.live_runs)
         if isinstance(runner, ParallelSandbox):

@@ -60,6 +60,12 @@ class WorkerMetrics:
             " used up their fuel or CPU slice)",
             registry=r,
         )  # fmt: skip
+        self._waiting = Gauge(
+            "amber_worker_activities_waiting",
+            "Activities waiting in a host call now (a sleep, an HTTP exchange): each holds a"
+            " slot but none of the worker's --guests places",
+            registry=r,
+        )  # fmt: skip
 
     def activation(self, kind: str, seconds: float, fuel: int) -> None:
         self._activation.labels(kind).observe(seconds)
@@ -81,6 +87,10 @@ class WorkerMetrics:
     def watch_warm(self, kept: Callable[[], int]) -> None:
         """Read the count of kept Python activity instances from `kept` at each scrape."""
         self._warm.set_function(kept)
+
+    def watch_waiting(self, waiting: Callable[[], int]) -> None:
+        """Read the count of activities waiting in host calls from `waiting` at each scrape."""
+        self._waiting.set_function(waiting)
 
     def watch_background(self, in_lane: Callable[[], int]) -> None:
         """Read the background lane's activity count from `in_lane` at each scrape."""

@@ -104,6 +104,7 @@ class ParallelSandbox:
         """Activations that ran in a child (the in-process sandbox was busy)."""
         self.in_background = 0
         """Activities run again in the background lane (they used up their slice)."""
+        self._child_waits = 0
 
     def activities(self, digest: str) -> frozenset[str]:
         return self._inline.activities(digest)
@@ -203,11 +204,20 @@ class ParallelSandbox:
 
     @contextmanager
     def _child_places(self) -> Iterator[None]:
+        with self._counting:
+            self._child_waits += 1
         self._give_place()
         try:
             yield
         finally:
+            with self._counting:
+                self._child_waits -= 1
             self._take_place()
+
+    def waiting_now(self) -> int:
+        """Activities waiting in a host call now, in process or in a child: they hold a worker
+        slot but none of the `guests` places."""
+        return self._inline.waiting_now() + self._child_waits
 
     def _give_place(self) -> None:
         self._running.release()

@@ -17,6 +17,7 @@ what is left of the deadline, and that outcome is the one returned).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -399,6 +400,12 @@ class Sandbox:
         self._clock = clock
         self._module_source = module_source
         self.warm = warm
+        self._waits_now = 0
+        self._waits_lock = threading.Lock()
+
+    def waiting_now(self) -> int:
+        """Activities in this process waiting in a host call now (`HostCalls.waiting`)."""
+        return self._waits_now
 
     def activities(self, digest: str) -> frozenset[str]:
         """The activity names a module version exports (loading it if needed)."""
@@ -519,6 +526,8 @@ class Sandbox:
         @contextmanager
         def waiting() -> Iterator[None]:
             began = time.monotonic()
+            with self._waits_lock:
+                self._waits_now += 1
             engine.host.activate(None)
             if wasi is not None:
                 wasi.activate(None)
@@ -531,6 +540,8 @@ class Sandbox:
                 engine.host.activate(state)
                 if wasi is not None:
                     wasi.activate(io)
+                with self._waits_lock:
+                    self._waits_now -= 1
                 usage.waited_s += time.monotonic() - began
                 if usage.waited_s >= LEAVE_SLICE_AFTER_WAIT_S:
                     usage.leave_slice(request.limits.fuel)

@@ -379,6 +379,10 @@ class StickySandbox:
         """Python activity instances the wrapped sandbox keeps now."""
         return self._sandbox.warm_instances()
 
+    def waiting_now(self) -> int:
+        """Activities of the wrapped sandbox waiting in a host call now."""
+        return self._sandbox.waiting_now()
+
     def live_runs(self) -> int:
         """How many live instances are parked now."""
         with self._guard:

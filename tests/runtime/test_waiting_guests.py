@@ -115,6 +115,7 @@ def test_activations_waiting_in_one_process_keep_their_own_host_calls(
     sandbox: Sandbox, modules: dict[str, bytes]
 ) -> None:
     long = _asleep(sandbox, modules, "run-long")
+    assert sandbox.waiting_now() == 1
     # The process runs others meanwhile; each logs into its own output after its wait.
     for n in range(3):
         short = run_activity(sandbox, _waits(modules, 50, f"run-short-{n}"))
@@ -134,12 +135,14 @@ def test_two_waiting_activities_leave_a_two_guest_worker_serving(
 
     run_activity(parallel, short(-1))  # its module compiled first: not a race against the waits
     waiting = [_asleep(parallel, modules, f"run-wait-{n}") for n in range(2)]
+    assert parallel.waiting_now() == 2  # what the worker's metrics show operators
     for n in range(5):
         done = run_activity(parallel, short(n))
         assert decode(done.outcome.result) == {"n": 1000}
     assert all(one.running() for one in waiting)  # served while both waited
     for one in waiting:
         assert _logs(one.result()) == ["after the wait"]
+    assert parallel.waiting_now() == 0
 
 
 def test_a_child_whose_guest_waits_gives_its_place_back(
@@ -151,6 +154,7 @@ def test_a_child_whose_guest_waits_gives_its_place_back(
     wait_for(lambda: parallel._inline_free.locked(), 10, "the in-process guest to be busy")
     waiting = _asleep(parallel, modules, "run-wait")
     assert parallel.in_children == 1  # the in-process guest was busy
+    assert parallel.waiting_now() == 1
     done = run_activity(parallel, _waits(modules, 0, "run-next"))
     assert _logs(done) == ["after the wait"]
     assert parallel.in_children == 2
