@@ -156,7 +156,14 @@ class Heartbeats(threading.Thread):
                 ack = self._client.heartbeat(task, worker_id=self._worker_id, details=details)
                 self.note(task, ack)
             except LeaseLost:
-                _log.warning("task %d: lease lost while running; asking it to stop", task.task_id)
+                # Most often the run closed or moved on (a cancel, a reset, a completion racing
+                # this beat): routine, so not a warning. A lease that expired under a stalled
+                # worker shows on the server, as a `worker_lost` attempt.
+                _log.info(
+                    "task %d: its lease is gone (the run closed, was reset, or the task moved);"
+                    " asking it to stop",
+                    task.task_id,
+                )
                 self.lost(task)
             except AmberError as exc:
                 _log.warning("heartbeat for task %d failed: %s", task.task_id, exc)
