@@ -82,7 +82,7 @@ class _Parent:
     @contextmanager
     def waiting(self) -> Iterator[None]:
         """A host call waits: the parent gives up the places this activation holds there
-        until it is over (`ActivationRequest.yields`)."""
+        until it is over (`Sandbox.give_places_with`)."""
         self.call("wait", begin=True)
         try:
             yield
@@ -114,7 +114,6 @@ def _request(frame: Frame, parent: _Parent, sandbox: Sandbox) -> ActivationReque
         limits=limits_from_doc(frame["limits"]),
         query=frame["query"],
         slice=None if frame.get("slice") is None else Slice(**frame["slice"]),
-        yields=parent.waiting if frame.get("yields") else None,
         activity=activity,
         observer=parent.record if frame.get("observe", True) else None,
     )
@@ -143,6 +142,7 @@ def main(argv: list[str]) -> int:
         if frame is None:
             return 0  # a spare, or a reused child, the parent no longer needs
         parent.own_clock = bool(frame.get("own_clock"))
+        sandbox.give_places_with(parent.waiting if frame.get("places") else None)
         try:
             raw = sandbox.run(_request(frame, parent, sandbox))  # loading may fault too
         except GuestFault as fault:

@@ -188,6 +188,7 @@ class FramePipe:
 def request_frame(
     request: ActivationRequest,
     *,
+    places: bool = False,
     reuse: bool = False,
     own_clock: bool = False,
     observe: bool = True,
@@ -196,7 +197,9 @@ def request_frame(
 
     `reuse`: the child waits for another request afterwards instead of exiting. `own_clock`:
     the child reads the system clock itself instead of asking the parent (whose clock is the
-    system clock). `observe`: the child streams a record of every host call."""
+    system clock). `observe`: the child streams a record of every host call. `places`: the
+    child says when its activity waits in a host call (`wait` calls), so that the parent gives
+    up its owner's places meanwhile."""
     return {
         "reuse": reuse,
         "own_clock": own_clock,
@@ -211,7 +214,7 @@ def request_frame(
         "limits": dataclasses.asdict(request.limits),
         "query": request.query,
         "slice": None if request.slice is None else dataclasses.asdict(request.slice),
-        "yields": request.yields is not None,
+        "places": places,
         "idempotency_key": None if request.activity is None else request.activity.idempotency_key,
     }
 

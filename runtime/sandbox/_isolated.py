@@ -66,10 +66,10 @@ from ._frames import (
     record_from_frame,
     request_frame,
 )
-from ._host import ActivityHost, HostCallRecord
+from ._host import ActivationKind, ActivityHost, HostCallRecord
 from ._http import HttpPolicy, http_policy
 from ._priority import lower_priority
-from ._sandbox import ActivationRequest, RawOutput
+from ._sandbox import ActivationRequest, Places, RawOutput
 
 CHILD_COMMAND: tuple[str, ...] = (sys.executable, "-m", "amber.runtime.sandbox._child")
 """How a child is started; its artifact directory, memory cap and kept Python activity
@@ -207,6 +207,7 @@ class IsolatedSandbox:
             str(warm_runs if reuse > 0 else 0),
         )
         self._niceness = niceness
+        self._places: Places | None = None
         self._lock = threading.Lock()
         self._spare: _Child | None = None
         self._exiting: list[_Child] = []
@@ -260,6 +261,11 @@ class IsolatedSandbox:
         with self._lock:
             self._exiting.append(child)
 
+    def give_places_with(self, places: Places | None) -> None:
+        """Enter `places` while a child's activity waits in a host call (it says so with
+        `wait` frames), to give up its owner's places meanwhile (`ParallelSandbox`)."""
+        self._places = places
+
     def close(self) -> None:
         """Kill the spare child; later activations start their own."""
         with self._lock:
@@ -291,6 +297,7 @@ class IsolatedSandbox:
     def _started_child(self, request: ActivationRequest) -> _Child:
         frame = request_frame(
             request,
+            places=self._places is not None,
             reuse=self._reuse > 0,
             own_clock=self._own_clock,
             observe=request.observer is not None or self._on_host_call is not None,
@@ -327,7 +334,7 @@ class IsolatedSandbox:
     def _serve(self, child: _Child, request: ActivationRequest) -> RawOutput:
         started = time.monotonic()
         backstop = started + request.limits.deadline_s + self._kill_grace_s
-        waiting = _Waiting(request)
+        waiting = _Waiting(self._places if request.kind is ActivationKind.ACTIVITY else None)
         try:
             while True:
                 frame = child.pipe.receive(backstop)
@@ -438,11 +445,11 @@ class IsolatedSandbox:
 
 
 class _Waiting:
-    """Whether the child's guest waits in a host call now, giving up the caller's places
-    (`ActivationRequest.yields`) for as long as it does."""
+    """Whether the child's guest waits in a host call now, giving up its owner's places
+    (`IsolatedSandbox.give_places_with`) for as long as it does."""
 
-    def __init__(self, request: ActivationRequest) -> None:
-        self._yields = request.yields
+    def __init__(self, places: Places | None) -> None:
+        self._yields = places
         self._given: AbstractContextManager[None] | None = None
 
     def mark(self, begin: object) -> float:

@@ -105,6 +105,11 @@ class ParallelSandbox:
         self.in_background = 0
         """Activities run again in the background lane (they used up their slice)."""
         self._child_waits = 0
+        # An activity waiting in a host call (a sleep, an HTTP exchange) uses no CPU: it gives
+        # up its places here meanwhile, or two of them would hold both places of a two-guest
+        # worker for as long as they wait.
+        inline.give_places_with(self._inline_places)
+        overflow.give_places_with(self._child_places)
 
     def activities(self, digest: str) -> frozenset[str]:
         return self._inline.activities(digest)
@@ -167,7 +172,7 @@ class ParallelSandbox:
                 patience = LIVE_PATIENCE_S
             if self._inline_free.acquire(timeout=patience):
                 try:
-                    return self._foreground(self._inline.run, self._yielding(request, True))
+                    return self._foreground(self._inline.run, request)
                 finally:
                     self._inline_free.release()
             with self._counting:
@@ -178,15 +183,7 @@ class ParallelSandbox:
                 # activation sent here to be replayed from the top (`fresh`) must not leave the
                 # instance that needed it behind.
                 inline.forget(request.run_id)
-            return self._foreground(self._overflow.run, self._yielding(request, False))
-
-    def _yielding(self, request: ActivationRequest, inline: bool) -> ActivationRequest:
-        """An activity that gives up its places here while it waits in a host call (a sleep,
-        an HTTP exchange): a guest that waits uses no CPU, and two of them would otherwise
-        hold both places of a two-guest worker for as long as they wait."""
-        if request.kind is not ActivationKind.ACTIVITY:
-            return request
-        return replace(request, yields=self._inline_places if inline else self._child_places)
+            return self._foreground(self._overflow.run, request)
 
     @contextmanager
     def _inline_places(self) -> Iterator[None]:

@@ -93,6 +93,10 @@ class SandboxLimits:
     max_output_bytes: int = MAX_ENVELOPE_BYTES
 
 
+Places = Callable[[], AbstractContextManager[None]]
+"""Gives up an owner's places for the length of a `with` block, and takes them back."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Slice:
     """What an activity's first run may use before its caller runs it again on its whole
@@ -128,10 +132,6 @@ class ActivationRequest:
     """For activities: heartbeats, cancellation and the HTTP capability."""
     observer: HostCallObserver | None = None
     """Told about each host call as it ends (None: calls are only counted)."""
-    yields: Callable[[], AbstractContextManager[None]] | None = None
-    """For activities: entered while a host call waits (a sleep, an HTTP exchange) to give up
-    the caller's places meanwhile, and left to take them back before the guest goes on
-    (`ParallelSandbox`); the sandbox gives up its own (the activation lock) either way."""
 
     def narrowed(self, *, input: bytes, fuel: int, deadline_s: float) -> ActivationRequest:
         """This request on another input, within less fuel and time: a live instance's next
@@ -157,7 +157,6 @@ class ActivationRequest:
             slice=self.slice,
             activity=self.activity,
             observer=self.observer,
-            yields=self.yields,
         )
 
 
@@ -400,8 +399,15 @@ class Sandbox:
         self._clock = clock
         self._module_source = module_source
         self.warm = warm
+        self._places: Places | None = None
         self._waits_now = 0
         self._waits_lock = threading.Lock()
+
+    def give_places_with(self, places: Places | None) -> None:
+        """Enter `places` while an activity's host call waits, to give up its owner's places
+        meanwhile (`ParallelSandbox`); this sandbox gives up its own, the activation lock,
+        either way."""
+        self._places = places
 
     def waiting_now(self) -> int:
         """Activities in this process waiting in a host call now (`HostCalls.waiting`)."""
@@ -514,14 +520,15 @@ class Sandbox:
     ) -> Callable[[], AbstractContextManager[None]]:
         """What an activity's host call does while it waits (`HostCalls.waiting`): lets other
         activations run in this process meanwhile (the activation lock; the host imports' and
-        WASI's routing, which the next activation takes over), gives up the caller's places
-        (`request.yields`), and takes everything back before the guest goes on. As a parked
+        WASI's routing, which the next activation takes over), gives up its owner's places
+        (`give_places_with`), and takes everything back before the guest goes on. As a parked
         live instance does (`StickySandbox`): no other thread touches this store meanwhile,
         and every call into wasmtime still happens under the lock. A run on a slice leaves it
         once its waits add up to `LEAVE_SLICE_AFTER_WAIT_S`: run again, it would wait again.
         Not at its first wait: a wait of a millisecond would take any guest out of its slice."""
         engine = self._engine
         wasi = engine.components.wasi if io is not None else None
+        places = self._places
 
         @contextmanager
         def waiting() -> Iterator[None]:
@@ -533,7 +540,7 @@ class Sandbox:
                 wasi.activate(None)
             engine.activation_lock.release()
             try:
-                with nullcontext() if request.yields is None else request.yields():
+                with nullcontext() if places is None else places():
                     yield
             finally:
                 engine.activation_lock.acquire()

@@ -59,7 +59,7 @@ from amber.runtime.model import GuestFault, SandboxBusy, Wakeup
 from . import _samecpu
 from ._host import ActivationKind
 from ._http import HttpPolicy
-from ._sandbox import ActivationRequest, RawOutput, Sandbox, _Slice
+from ._sandbox import ActivationRequest, Places, RawOutput, Sandbox, _Slice
 
 STICKY_RUNS: Final = 64
 """Live instances a worker keeps by default."""
@@ -378,6 +378,10 @@ class StickySandbox:
     def warm_instances(self) -> int:
         """Python activity instances the wrapped sandbox keeps now."""
         return self._sandbox.warm_instances()
+
+    def give_places_with(self, places: Places | None) -> None:
+        """See `Sandbox.give_places_with`."""
+        self._sandbox.give_places_with(places)
 
     def waiting_now(self) -> int:
         """Activities of the wrapped sandbox waiting in a host call now."""

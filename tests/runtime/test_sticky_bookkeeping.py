@@ -4,7 +4,6 @@ request a stretch runs on."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import fields, replace
 from typing import Any
 
@@ -123,7 +122,6 @@ def test_a_stretch_request_is_the_request_with_its_input_and_budget_replaced() -
         slice=Slice(fuel=1_000, cpu_s=0.5),
         activity=activity,  # type: ignore[arg-type]
         observer=observer,  # type: ignore[arg-type]
-        yields=nullcontext,
     )
     # Every field is set away from its default, so a field the method forgets shows here.
     defaults = ActivationRequest(
