@@ -7,7 +7,13 @@ Rule: imports `sandbox` and `model` only; no database, no gRPC.
 
 from __future__ import annotations
 
-from ._activity import ActivityAttempt, ActivityReport, run_activity, run_activity_request
+from ._activity import (
+    ActivityAttempt,
+    ActivityReport,
+    activity_request,
+    run_activity,
+    run_activity_request,
+)
 from ._memo import ReplayMemo
 from ._replay import (
     QueryNotPublished,
@@ -27,6 +33,7 @@ __all__ = [
     "WorkflowActivation",
     "WorkflowStep",
     "activate_workflow",
+    "activity_request",
     "answer_query",
     "run_activity",
     "run_activity_request",

@@ -43,18 +43,20 @@ class ActivityReport:
 
 def run_activity(sandbox: SandboxRunner, attempt: ActivityAttempt) -> ActivityReport:
     """Run the attempt and decode its outcome. Raises `GuestFault`s."""
-    return run_activity_request(
-        sandbox,
-        ActivationRequest(
-            kind=ActivationKind.ACTIVITY,
-            digest=attempt.digest,
-            export="amber_activity." + attempt.input.activity,
-            input=encode_activity_input(attempt.input),
-            run_id=attempt.input.run_id,
-            step=attempt.cmd,
-            limits=attempt.limits,
-            activity=attempt.host,
-        ),
+    return run_activity_request(sandbox, activity_request(attempt))
+
+
+def activity_request(attempt: ActivityAttempt) -> ActivationRequest:
+    """The activation that runs `attempt` (its input envelope built)."""
+    return ActivationRequest(
+        kind=ActivationKind.ACTIVITY,
+        digest=attempt.digest,
+        export="amber_activity." + attempt.input.activity,
+        input=encode_activity_input(attempt.input),
+        run_id=attempt.input.run_id,
+        step=attempt.cmd,
+        limits=attempt.limits,
+        activity=attempt.host,
     )
 
 

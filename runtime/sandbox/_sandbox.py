@@ -208,8 +208,7 @@ class _Usage:
     released: tuple[int, int] | None = None
     """Fuel used and memory held when the store was released (`release`)."""
     sliced: bool = False
-    """The store runs on a slice of the budget (`fuel` is the slice): running out of it ends
-    the run with `SliceUsed`."""
+    """`fuel` is a slice of the budget: running out of it ends the run with `SliceUsed`."""
     waited_s: float = 0.0
     """Time the activation spent waiting in host calls (a sleep, an HTTP exchange)."""
     watch: CpuWatch | None = None
@@ -238,12 +237,10 @@ class _Usage:
     def leave_slice(self, whole_fuel: int) -> None:
         """Go on with the whole budget: fuel and, if watched, no CPU slice (the store must not
         be running guest code on another thread)."""
-        if not self.sliced:
-            return
-        used = self.fuel_used()
-        self.store.set_fuel(max(whole_fuel - used, 0))
-        self.fuel = whole_fuel
-        self.sliced = False
+        if self.sliced:
+            self.store.set_fuel(max(whole_fuel - self.fuel_used(), 0))
+            self.fuel = whole_fuel
+            self.sliced = False
         if self.watch is not None:
             self.watch.lift()
 
@@ -280,16 +277,18 @@ def _usage(store: wasmtime.Store, request: ActivationRequest, *, rewatch: bool) 
     """What the activation about to run on `store` uses, on its slice if it has one: the
     store's fuel set to it, and a watch on its CPU (also on a kept store (`rewatch`), whose
     earlier watch would keep its own deadline)."""
-    sliced = request.slice
+    first = request.slice
     fuel = request.limits.fuel
-    if sliced is not None and sliced.fuel < fuel:
-        fuel = sliced.fuel
+    sliced = first is not None and first.fuel < fuel
+    if sliced:
+        assert first is not None
+        fuel = first.fuel
         store.set_fuel(fuel)
-    cpu = None if sliced is None else sliced.cpu_s
+    cpu = None if first is None else first.cpu_s
     found = None
     if cpu is not None or rewatch:
         found = watch(store, cpu, request.limits.deadline_s)
-    return _Usage(store=store, fuel=fuel, sliced=sliced is not None, watch=found)
+    return _Usage(store=store, fuel=fuel, sliced=sliced, watch=found)
 
 
 def _deadline_ticks(limits: SandboxLimits) -> int:
@@ -734,9 +733,11 @@ class Sandbox:
         if watched is None:
             return None
         if watched.spent:
-            cpu = "" if request.slice is None else f" {request.slice.cpu_s:g} s"
             return self._contextual(
-                SliceUsed, f"used the{cpu} CPU slice of its first run", request, usage
+                SliceUsed,
+                f"used the {watched.budget_s:g} s CPU slice of its first run",
+                request,
+                usage,
             )
         if watched.deadline:
             if deadline_detail is not None:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from amber.abi import encode_activity_input
 from amber.runtime.client._client import decode
 from amber.runtime.model import DeadlineExceeded, MemoryLimitExceeded, SliceUsed
 from amber.runtime.model._clock import SystemClock
-from amber.runtime.replay import ActivityAttempt, run_activity
+from amber.runtime.replay import ActivityAttempt, activity_request, run_activity
 from amber.runtime.sandbox import (
     ActivationRequest,
     IsolatedSandbox,
@@ -28,7 +28,6 @@ from amber.runtime.sandbox import (
     SandboxLimits,
     Slice,
 )
-from amber.runtime.sandbox._host import ActivationKind
 from amber.runtime.sandbox._sandbox import LEAVE_SLICE_AFTER_WAIT_S
 from tests.conftest import attempt_of, parallel_runner
 
@@ -54,16 +53,8 @@ def _attempt(module: bytes, name: str, args: object, deadline_s: float = 10.0) -
 
 
 def _sliced(attempt: ActivityAttempt, slice_cpu_s: float) -> ActivationRequest:
-    return ActivationRequest(
-        kind=ActivationKind.ACTIVITY,
-        digest=attempt.digest,
-        export="amber_activity." + attempt.input.activity,
-        input=encode_activity_input(attempt.input),
-        run_id=attempt.input.run_id,
-        step=attempt.cmd,
-        limits=attempt.limits,
-        slice=Slice(fuel=attempt.limits.fuel, cpu_s=slice_cpu_s),
-    )
+    slice_ = Slice(fuel=attempt.limits.fuel, cpu_s=slice_cpu_s)
+    return replace(activity_request(attempt), slice=slice_)
 
 
 def test_an_activity_past_its_cpu_slice_completes_in_the_background_as_one_whole_run(

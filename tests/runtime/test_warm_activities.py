@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from amber.abi import encode_activity_input
 from amber.history import RunStatus
 from amber.runtime.client._client import decode
 from amber.runtime.model import SliceUsed
@@ -22,6 +22,7 @@ from amber.runtime.model._clock import SystemClock
 from amber.runtime.replay import (
     ActivityAttempt,
     ActivityReport,
+    activity_request,
     run_activity,
     run_activity_request,
 )
@@ -110,16 +111,7 @@ def test_a_sliced_activity_out_of_its_slice_in_a_kept_instance_is_left_to_its_ca
     sandbox = _sandbox(sandbox_engine, guest, warm)
     _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))
     attempt = _attempt(guest, "spins_when_warm", "run-a")
-    sliced = ActivationRequest(
-        kind=ActivationKind.ACTIVITY,
-        digest=attempt.digest,
-        export="amber_activity.spins_when_warm",
-        input=encode_activity_input(attempt.input),
-        run_id="run-a",
-        step=0,
-        limits=LIMITS,
-        slice=Slice(fuel=LIMITS.fuel),
-    )
+    sliced = replace(activity_request(attempt), slice=Slice(fuel=LIMITS.fuel))
     with pytest.raises(SliceUsed) as spent:
         run_activity_request(sandbox, sliced)
     assert spent.value.fuel_used == LIMITS.fuel
