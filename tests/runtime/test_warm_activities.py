@@ -111,7 +111,8 @@ def test_a_sliced_activity_out_of_its_slice_in_a_kept_instance_is_left_to_its_ca
     sandbox = _sandbox(sandbox_engine, guest, warm)
     _result(run_activity(sandbox, _attempt(guest, "tallies", "run-a")))
     attempt = _attempt(guest, "spins_when_warm", "run-a")
-    sliced = replace(activity_request(attempt), slice=Slice(fuel=LIMITS.fuel))
+    whole = replace(LIMITS, fuel=2 * LIMITS.fuel)  # a slice is less than the budget
+    sliced = replace(activity_request(attempt), limits=whole, slice=Slice(fuel=LIMITS.fuel))
     with pytest.raises(SliceUsed) as spent:
         run_activity_request(sandbox, sliced)
     assert spent.value.fuel_used == LIMITS.fuel
