@@ -88,6 +88,13 @@ class Task:
     """Attempts that ended in a crash: they do not count against `max_attempts`."""
 
     @property
+    def counted_attempts(self) -> int:
+        """The attempt's number as `max_attempts` counts it: `attempt` less the attempts that
+        crashed. Show this beside the limit, not `attempt`: a task that crashed three times on
+        its first try is at attempt 4, but at 1 of its retry budget's 1."""
+        return self.attempt - self.crashed_attempts
+
+    @property
     def activity_cmd(self) -> int:
         """The command that scheduled this activity task (only activity tasks have one)."""
         if self.cmd is None:

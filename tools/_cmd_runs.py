@@ -89,7 +89,7 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
         print("\nopen tasks")
         rows = [
             [str(t.task_id), t.kind.value, t.name, "-" if t.cmd is None else str(t.cmd),
-             t.state.value, f"{t.attempt}/{t.max_attempts or '∞'}", t.pool,
+             t.state.value, out.attempts_text(t), t.pool,
              str(t.crash.count) if t.crash else "0", t.lease_owner or "-",
              t.last_failure or "-"]
             for t in desc.tasks

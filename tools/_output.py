@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from amber.abi import payload_json
-from amber.history import Event, Run
+from amber.history import Event, Run, Task
 from amber.runtime.model import FailureReason, RunCheck, RunDescription
 from amber.versions import ModuleVersion
 
@@ -85,6 +85,7 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
                 "state": t.state.value,
                 "attempt": t.attempt,
                 "max_attempts": t.max_attempts,
+                "crashed_attempts": t.crashed_attempts,
                 "visible_at": t.visible_at.isoformat(),
                 "lease_owner": t.lease_owner,
                 "lease_expires_at": t.lease_expires_at.isoformat() if t.lease_expires_at else None,
@@ -137,6 +138,13 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
             for d in desc.discarded
         ],
     }
+
+
+def attempts_text(task: Task) -> str:
+    """A task's attempt against its retry budget (`1/3`, `2/∞`), its crashed attempts apart
+    (`1/1 +3 crashed`): crashes do not consume retries."""
+    text = f"{task.counted_attempts}/{task.max_attempts or '∞'}"
+    return f"{text} +{task.crashed_attempts} crashed" if task.crashed_attempts else text
 
 
 def fuel_exact(reason: str) -> bool:

@@ -178,6 +178,7 @@ def task_info_to_pb(task: Task) -> pb.TaskInfo:
         has_crash_step=task.crash is not None and task.crash.step is not None,
         poisoned_ms=to_ms_or_zero(task.poisoned_at),
         poison_reason=task.poison_reason or "",
+        crashed_attempts=task.crashed_attempts,
     )
 
 
@@ -211,6 +212,7 @@ def task_info_from_pb(run_id: str, digest: str, msg: pb.TaskInfo) -> Task:
         else None,
         poisoned_at=from_ms_or_none(msg.poisoned_ms),
         poison_reason=msg.poison_reason or None,
+        crashed_attempts=msg.crashed_attempts,
     )
 
 

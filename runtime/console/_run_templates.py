@@ -134,7 +134,8 @@ run.error_message }}</dd>{% endif %}
 {% for t in description.tasks %}<tr>
 <td>{{ t.task_id }}</td><td>{{ t.kind.value }}</td><td>{{ t.name }}</td>
 <td>{{ t.cmd if t.cmd is not none else '' }}</td><td>{{ t.state.value }}</td><td>{{ t.pool }}</td>
-<td>{{ t.attempt }} / {{ t.max_attempts }}</td><td class="lease-owner">{{ t.lease_owner or ''
+<td>{{ t.counted_attempts }} / {{ t.max_attempts or '∞' }}{% if t.crashed_attempts %}
++{{ t.crashed_attempts }} crashed{% endif %}</td><td class="lease-owner">{{ t.lease_owner or ''
 }}</td><td>{{ t.lease_expires_at|when }}</td><td>{{ t.visible_at|when }}</td>
 <td>{% if t.crash %}{{ t.crash.count }} × <span class="mono">{{ t.crash.fingerprint }}</span>
 {% endif %}</td>

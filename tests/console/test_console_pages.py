@@ -88,6 +88,8 @@ def test_every_page_renders_real_data_with_payloads_decoded(
 
     poisoned = client.get(f"/runs/{scenario.poisoned}").text
     assert "non_determinism" in poisoned and "surgical" in poisoned
+    # Its crash did not spend the task's retry budget, and the page says so.
+    assert re.search(r"<td>1 / ∞\s+\+1 crashed</td>", poisoned), poisoned
     fingerprint = re.search(r'class="mono fingerprint">([0-9a-f]{16})<', poisoned)
     assert fingerprint, "the failure's fingerprint is shown"
     expense = client.get(f"/runs/{scenario.expense}").text

@@ -21,6 +21,7 @@ from amber.runtime.model._settings import EngineSettings, PoisonPolicy, RetryPol
 from amber.runtime.model._tasks import FailureReport, LeasedTask
 from amber.runtime.sandbox._sandbox import Sandbox
 from amber.runtime.services._triage import TriageService
+from amber.tools._output import attempts_text
 from tests.conftest import InProcessServer
 from tests.runtime._engine_helpers import run_one_task
 
@@ -142,6 +143,11 @@ def test_crashes_spend_no_retry_attempts_but_errors_do(
         task = _lease(srv, clock)
         attempts.append(task.attempt)
         srv.client.fail_task(task, TRAP, worker_id="w")
+    (pending,) = srv.client.describe(run_id).tasks
+    # Shown against the budget, the next attempt is still the first (`run describe` used to
+    # print ATTEMPT 3/2 here).
+    assert (pending.attempt, pending.crashed_attempts, pending.counted_attempts) == (3, 2, 1)
+    assert attempts_text(pending) == "1/2 +2 crashed"
     for _ in range(2):
         task = _lease(srv, clock)
         attempts.append(task.attempt)
