@@ -22,6 +22,7 @@ from amber.history import (
     RunClosing,
     RunContinuedAsNew,
     RunStatus,
+    VersionConflict,
     append_events_txn,
     delete_task_txn,
     read_events_txn,
@@ -89,6 +90,10 @@ class ActivationWriter:
         the closing event), after position `after_seq`; close the run or activate it again as
         `done` says, the workflow task `task_id` the activation ran as deleted first. Raises
         `VersionConflict` if history moved on."""
+        if run.last_seq != after_seq or (done.commands and done.commands[0].cmd != run.next_cmd):
+            # Before the commands' effects: a stale activation's activity tasks would otherwise
+            # collide with the ones the activation that moved history on already scheduled.
+            raise VersionConflict(run.run_id, after_seq, run.last_seq)
         now = self._life.clock.now()
         effects = self._life.command_events_txn(cur, run, digest, done.commands)
         events = [*prefix, *effects.events]

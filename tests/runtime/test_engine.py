@@ -236,6 +236,38 @@ def test_a_stale_workflow_completion_is_a_typed_version_conflict(
     assert pending.kind.value == "workflow" and pending.state.value == "pending"
 
 
+def test_a_stale_completion_scheduling_a_step_already_scheduled_is_a_version_conflict(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    """Two activations of one run in flight at once (a signal came while the first was leased):
+    the stale one is refused as a conflict before its activity task is inserted, never as the
+    task row's duplicate key, which the worker used to record as a `worker_error` crash."""
+    from amber.abi import ScheduleActivity
+    from amber.runtime.model._tasks import NewCommand
+
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    run_id = srv.client.start_run("orders", ORDER).run.run_id
+    first = srv.client.poll_task(worker_id="a", wait_s=2)
+    assert first is not None
+    srv.client.signal(run_id, "poke", {"n": 1}, request_id="poke-1")
+    second = srv.client.poll_task(worker_id="b", wait_s=2)
+    assert second is not None and second.task_id != first.task_id
+
+    def scheduling(after: int) -> WorkflowCompletion:
+        step = NewCommand(cmd=0, command=ScheduleActivity(name="reserve_inventory", args=b"\x80"))
+        return WorkflowCompletion(
+            expected_last_seq=after, commands=(step,), status=task_status("suspended")
+        )
+
+    srv.client.complete_workflow(second, scheduling(second.events[-1].seq), worker_id="b")
+    with pytest.raises(VersionConflict, match="expected history to end at seq 1"):
+        srv.client.complete_workflow(first, scheduling(first.events[-1].seq), worker_id="a")
+    assert srv.client.describe(run_id).recent_failures == ()
+    scheduled = [e for e in srv.client.history(run_id) if e.type is EventType.ACTIVITY_SCHEDULED]
+    assert len(scheduled) == 1
+
+
 def task_status(value: str):
     from amber.abi import WorkflowStatus
 
