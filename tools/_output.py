@@ -177,7 +177,17 @@ def compact(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def printable(text: str) -> str:
+    """`text` safe for a terminal: control characters (an escape sequence, a newline) shown
+    escaped, as `repr` writes them. Names in tables may come from anyone who can start a run."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    """Rows under a header, in aligned columns, every cell made `printable`."""
+    rows = [[printable(c) for c in row] for row in rows]
     widths = [len(h) for h in header]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]

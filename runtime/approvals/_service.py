@@ -84,6 +84,10 @@ MAX_TOKEN_CHARS = 128
 TOKEN_PREFIX = "apv_"
 """What every approval token starts with (see the module's docstring)."""
 MAX_COMMENT_CHARS = 1000
+UNKNOWN_APPROVER = "unauthenticated"
+"""The actor of a refused decision whose token names no approver (unknown or malformed)."""
+MAX_CLAIM_CHARS = 256
+"""How much of a refused caller's claimed identity its audit record keeps."""
 _STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 
 
@@ -580,16 +584,22 @@ class ApprovalService:
     def _audit_refusal_txn(self, cur: Cursor, request: DecisionRequest, refusal: _Refused) -> None:
         digest = token_hash(request.token).hex()[:12] if request.token else ""
         target = f"approval:{refusal.approval_id}" if refusal.approval_id else f"token:{digest}"
+        # The caller is unauthenticated: what it claims to be is kept as a claim, never as the
+        # record's actor, which is the token's approver when the token exists.
+        stored = None
+        if request.token and len(request.token) <= MAX_TOKEN_CHARS and request.token.isascii():
+            stored = get_token_txn(cur, token_hash(request.token), for_update=False)
         record_audit_txn(
             cur,
             AuditEntry(
-                actor=request.approver or "unknown",
+                actor=stored.approver if stored is not None else UNKNOWN_APPROVER,
                 action="approval.refused",
                 target=target,
                 reason=refusal.detail,
                 detail={
                     "via": request.via,
                     "approve": request.approve,
+                    "claimed_approver": request.approver[:MAX_CLAIM_CHARS],
                     "token": digest,
                     "tenant": request.tenant,
                     "run_id": request.run_id,

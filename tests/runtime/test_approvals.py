@@ -14,6 +14,7 @@ import pytest
 
 from amber.abi import NotFound
 from amber.history import Database, EventType, RunStatus, audit_for_txn
+from amber.runtime.approvals._service import token_hash
 from amber.runtime.client._client import decode
 from amber.runtime.model._approvals import IssuedToken
 from amber.runtime.model._clock import ManualClock
@@ -193,6 +194,33 @@ def test_replayed_forged_and_misdirected_tokens_change_nothing_and_are_audited(
     assert srv.client.result(run_id).status is RunStatus.RUNNING
 
 
+def test_a_refused_decision_is_recorded_under_the_tokens_approver_never_the_callers_claim(
+    engine: Engine, sandbox: Sandbox, db: Database
+) -> None:
+    """Deciding needs no credential, only the token: a caller's claimed identity is a claim.
+    Recorded as the actor, it let anyone without a credential write audit records "by root",
+    escape sequences included."""
+    srv, _, inbox = engine
+    _start(engine, sandbox, approvers=["alice"])
+    forged = "apv_" + "B" * 32
+    for claim, token in (("root\x1b[31m\nFAKE", forged), ("mallory", inbox.token("alice"))):
+        with pytest.raises(InvalidToken):
+            srv.client.decide_approval(token, approve=True, approver=claim)
+
+    def txn(cur: Any) -> list[tuple[str, str]]:
+        cur.execute(
+            "SELECT actor, reason FROM amber_audit WHERE action = 'approval.refused' ORDER BY seq"
+        )
+        return [(row[0], row[1]) for row in cur.fetchall()]
+
+    assert db.run(txn) == [
+        ("unauthenticated", "unknown token"),
+        ("alice", "identity mismatch: claimed 'mallory'"),
+    ]
+    entries = db.run(lambda cur: audit_for_txn(cur, "token:" + token_hash(forged).hex()[:12]))
+    assert entries[0].detail["claimed_approver"] == "root\x1b[31m\nFAKE"
+
+
 def test_an_approver_whose_role_was_removed_after_issue_is_refused(
     engine: Engine, sandbox: Sandbox, db: Database
 ) -> None:
@@ -215,7 +243,7 @@ def test_an_approver_whose_role_was_removed_after_issue_is_refused(
     assert {t.approver: t.status for t in detail.tokens} == {"bob": "revoked", "eve": "used"}
     entries = db.run(lambda cur: audit_for_txn(cur, f"approval:{detail.approval.approval_id}"))
     assert [(e.action, e.actor) for e in entries][::-1] == [
-        ("approval.refused", "unknown"),
+        ("approval.refused", "bob"),  # the token's own approver, whom it names
         ("approval.approve", "eve"),
     ]
 

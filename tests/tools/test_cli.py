@@ -236,3 +236,13 @@ def test_a_worker_option_out_of_range_fails_before_it_looks_for_a_server(
     code = main(["--server", "127.0.0.1:9", "worker", "--connect-timeout", "30", flag, value])
     assert code == 2
     assert flag in capsys.readouterr().err
+
+
+def test_tables_show_control_characters_escaped_and_other_text_as_is() -> None:
+    """Names in tables come from anyone who may start a run or claim an approver's name: an
+    escape sequence or a newline must not reach the operator's terminal as such."""
+    from amber.tools._output import table
+
+    text = table([["root\x1b[31m\nFAKE", "Müller 請求"]], ["ACTOR", "NAME"])
+    assert "\x1b" not in text and "\n" not in text.split("\n", 1)[1]
+    assert "root\\x1b[31m\\nFAKE" in text and "Müller 請求" in text
