@@ -7,8 +7,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
-from amber.abi import MAX_TIMER_MS, InvalidInput
+from amber.abi import MAX_TIMER_MS, InvalidInput, unpack
 from amber.history import (
+    ALL,
     TASKS_CHANNEL,
     AuditEntry,
     Cursor,
@@ -96,6 +97,12 @@ def _check_name(label: str, value: str) -> None:
         raise InvalidInput(f"{label} must be 1–{MAX_ID_LENGTH} printable characters")
 
 
+def _check_tenant(tenant: str) -> None:
+    _check_name("tenant", tenant)
+    if tenant == ALL:
+        raise InvalidInput(f"{ALL!r} is not a tenant: it means every tenant in a grant")
+
+
 class RunService:
     """Start, signal, query, cancel, terminate, reset, describe, list and wait for runs.
 
@@ -115,9 +122,11 @@ class RunService:
     def start(self, request: StartRequest) -> StartResult:
         """Create the run, its first event and its first workflow task, in one transaction."""
         _check_name("workflow type", request.workflow_type)
-        _check_name("tenant", request.tenant)
+        _check_tenant(request.tenant)
         if request.workflow_id:
             _check_name("workflow id", request.workflow_id)
+        if request.queue:
+            _check_name("queue", request.queue)
         self._check_payload("input", request.input)
         if request.signal is not None:
             self._check_signal(request.signal)
@@ -205,10 +214,14 @@ class RunService:
             )
 
     def _check_payload(self, what: str, payload: bytes) -> None:
+        """Within the size limit, and one msgpack value (or nothing): a guest would read only
+        a valid prefix of anything else, and history would keep it as opaque bytes."""
         if len(payload) > self._settings.max_payload_bytes:
             raise PayloadTooLarge(
                 f"{what} is {len(payload)} bytes; the limit is {self._settings.max_payload_bytes}"
             )
+        if payload:
+            unpack(payload, what=what, any_keys=True)
 
     def _check_signal(self, signal: SignalRequest) -> None:
         _check_name("signal name", signal.name)

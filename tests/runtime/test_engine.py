@@ -148,6 +148,20 @@ def test_a_nul_character_in_any_text_is_the_caller_s_error_and_changes_nothing(
     assert [r.run_id for r in srv.client.list_runs()[0]] == [run_id]
 
 
+def test_a_signal_payload_that_is_not_one_msgpack_value_is_refused_and_writes_nothing(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    run_id = srv.client.start_run("orders", ORDER).run.run_id
+    before = len(srv.client.history(run_id))
+    for raw in (b"\xc1", b"\xa3ab", b"\x01\x02"):
+        with pytest.raises(InvalidInput, match="signal payload is not msgpack"):
+            srv.client.signal(run_id, "poke", raw_payload=raw)
+    assert len(srv.client.history(run_id)) == before
+    assert srv.client.signal(run_id, "poke", raw_payload=b"")  # no payload at all
+
+
 def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str, bytes]) -> None:
     srv = make_server(settings=EngineSettings(max_payload_bytes=1024))
     _upload(srv, modules, "orders")
@@ -160,6 +174,16 @@ def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str
         srv.client.start_run("orders", raw_input=b"x" * (65 * 2**20))
     with pytest.raises(InvalidInput):
         srv.client.start_run("", ORDER)
+    # A queue is named as a workflow id is (it becomes a metrics label and a NOTIFY payload),
+    # `*` is no tenant (it means every tenant in a grant), and an input is one msgpack value.
+    for queue in ("Q" * 100_000, "Q" * 257, "bad queue\n\x1b[31m"):
+        with pytest.raises(InvalidInput, match="queue must be 1"):
+            srv.client.start_run("orders", ORDER, queue=queue)
+    with pytest.raises(InvalidInput, match="not a tenant"):
+        srv.client.start_run("orders", ORDER, tenant="*")
+    for raw in (b"\xc1\xc1", b"\x80\x00garbage", b"\x92\x01"):
+        with pytest.raises(InvalidInput, match="input is not msgpack"):
+            srv.client.start_run("orders", raw_input=raw)
     chain = hashlib.sha256(modules["chain"]).hexdigest()
     srv.client.upload_version(modules["chain"])
     with pytest.raises(InvalidModule, match="does not declare workflow type 'orders'"):
