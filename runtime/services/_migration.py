@@ -108,10 +108,13 @@ class MigrationService:
         run_ids: Sequence[str] = (),
         closed_sample: int = 0,
         timeout_s: float = 60.0,
+        own: bool = False,
     ) -> tuple[str, list[RunCheck]]:
         """Replay runs of `workflow_type` on `candidate`: the given runs, or every open run
         plus `closed_sample` recently closed ones. Returns the candidate's digest and a verdict
-        per run. A full check of a type is remembered (it gates automatic upgrades)."""
+        per run. A full check of a type is remembered (it gates automatic upgrades). A run
+        already on `candidate` is `already_on` without a replay, unless `own` (a triage gate:
+        a run poisoned by its own code's divergence diverges there too)."""
         if closed_sample < 0 or closed_sample > 1000:
             raise InvalidInput("closed_sample must be between 0 and 1000")
         wanted = list(dict.fromkeys(run_ids))
@@ -129,7 +132,7 @@ class MigrationService:
             return digest, runs, truncated
 
         digest, runs, truncated = self._db.run(select)
-        results = self._replay_all(digest, runs, timeout_s)
+        results = self._replay_all(digest, runs, timeout_s, own=own)
         # Only a check of every open run is remembered: a partial one must not gate upgrades.
         # Closed runs sampled with it are reported but gate nothing: they never move.
         if not wanted and not truncated:
@@ -211,13 +214,15 @@ class MigrationService:
         except VersionConflict:
             return "moved_on"  # history grew after the check: check again
 
-    def _replay_all(self, digest: str, runs: Sequence[Run], timeout_s: float) -> list[RunCheck]:
+    def _replay_all(
+        self, digest: str, runs: Sequence[Run], timeout_s: float, *, own: bool = False
+    ) -> list[RunCheck]:
         def enqueue(cur: Cursor) -> dict[int, Run]:
             now = self._clock.now()
             pending: dict[int, Run] = {}
             queues = set()
             for run in runs:
-                if run.digest == digest:
+                if run.digest == digest and not own:
                     continue
                 task_id = enqueue_task_txn(
                     cur,

@@ -261,13 +261,12 @@ class TriageService:
 
     def _gate(self, run: Run, version: str) -> tuple[str, int | None]:
         """Replay the run on the fixed version; its digest and the checked history position,
-        or a refusal naming the divergence."""
+        or a refusal naming the divergence. The run's own version is checked too: a run
+        poisoned by its own code's divergence would only be poisoned again there."""
         digest = self._db.run(
             lambda cur: version_for_type_txn(cur, version, run.workflow_type).digest
         )
-        if digest == run.digest:
-            return digest, None
-        _, checks = self._migration.check(digest, run.workflow_type, run_ids=[run.run_id])
+        _, checks = self._migration.check(digest, run.workflow_type, run_ids=[run.run_id], own=True)
         check = checks[0]
         if check.verdict != "compatible":
             where = f" at command {check.position}" if check.position is not None else ""

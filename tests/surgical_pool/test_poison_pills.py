@@ -21,7 +21,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from amber.abi import InvalidInput
+from amber.abi import Conflict, InvalidInput
 from amber.history import EventType, RunResumed, RunStatus
 from amber.runtime.client._client import decode
 from amber.runtime.model._bundle import Bundle
@@ -615,3 +615,18 @@ def test_the_surgical_pool_diagnoses_a_task_under_the_limits_it_failed_under(
 
 def _failures(srv: InProcessServer, run_id: str) -> list[Any]:
     return list(srv.client.describe(run_id).recent_failures)
+
+
+def test_resuming_on_the_runs_own_version_is_replay_gated_too(
+    make_server: Callable[..., InProcessServer], modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    # `--version` naming the version the run is on used to skip the replay check: a run
+    # poisoned by its own code's divergence was "resumed", then poisoned again at once.
+    srv, run_id = _diverged(make_server, modules, sandbox)
+    own = hashlib.sha256(modules["hostile"]).hexdigest()
+    refused = pytest.raises(Conflict, match=f"does not replay on {own[:12]}: incompatible")
+    with serving(_main_worker(srv, sandbox, "checker")), refused:  # it answers the check
+        srv.client.triage("resume", run_ids=[run_id], reason="x", operator="ops", version=own)
+    desc = srv.client.describe(run_id)
+    assert desc.tasks[0].pool == "surgical" and not desc.run.status.closed
+    assert not [e for e in srv.client.history(run_id) if e.type is EventType.RUN_RESUMED]
