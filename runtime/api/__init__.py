@@ -22,6 +22,7 @@ from ._options import (
 from ._status import (
     ERROR_FIELDS_KEY,
     ERROR_TYPE_KEY,
+    error_details,
     error_from_rpc,
     error_metadata,
     error_of,
@@ -44,6 +45,7 @@ __all__ = [
     "ClientTls",
     "ServerTls",
     "approval_mapping",
+    "error_details",
     "error_from_rpc",
     "error_metadata",
     "error_of",

@@ -49,6 +49,8 @@ from amber.versions import LabelConflict, VersionNotFound  # noqa: F401 (registr
 
 ERROR_TYPE_KEY = "amber-error-type"
 ERROR_FIELDS_KEY = "amber-error-fields"
+MAX_DETAILS_CHARS = 4096
+"""The longest message a status carries (`error_details`)."""
 MAX_FIELDS_CHARS = 2048
 """Budget for an error's encoded fields: gRPC refuses oversized metadata (8 KiB by default,
 shared with the message)."""
@@ -78,6 +80,16 @@ def status_of(exc: AmberError) -> grpc.StatusCode:
         if code is not None:
             return code
     return grpc.StatusCode.INTERNAL
+
+
+def error_details(exc: AmberError) -> str:
+    """`exc`'s message as a status's details, cut to `MAX_DETAILS_CHARS`: messages quote what
+    the caller sent (an id, a name), and details over gRPC's metadata limit (16 KiB) turn the
+    whole answer into a transport error that says nothing of the refusal."""
+    text = str(exc)
+    if len(text) <= MAX_DETAILS_CHARS:
+        return text
+    return text[: MAX_DETAILS_CHARS - 1] + "…"
 
 
 def error_metadata(exc: AmberError) -> tuple[tuple[str, str], ...]:

@@ -30,7 +30,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from amber.abi import AmberError
 from amber.history import StoreUnavailable
-from amber.runtime.api import error_metadata, status_of
+from amber.runtime.api import error_details, error_metadata, status_of
 from amber.runtime.model import source_of
 from amber.runtime.tracing import context_from_metadata, context_from_traceparent
 
@@ -93,13 +93,13 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
                         " safe once it is back"
                     )
                     context.set_trailing_metadata(error_metadata(exc))
-                    context.abort(status_of(exc), str(exc))
+                    context.abort(status_of(exc), error_details(exc))
             if access is not None:
                 try:
                     access(method, metadata, request, source_of(context.peer()))
                 except AmberError as refused:
                     context.set_trailing_metadata(error_metadata(refused))
-                    context.abort(status_of(refused), str(refused))
+                    context.abort(status_of(refused), error_details(refused))
             return inner(request, context)
 
         def framed(request: Any, context: grpc.ServicerContext) -> Any:
@@ -157,7 +157,7 @@ class RpcFrame(grpc.ServerInterceptor):  # type: ignore[misc]
 
         def refuse(context: grpc.ServicerContext, exc: AmberError) -> None:
             context.set_trailing_metadata(error_metadata(exc))
-            context.abort(status_of(exc), str(exc))
+            context.abort(status_of(exc), error_details(exc))
 
         def framed(batches: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
             source = source_of(context.peer())

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import grpc
 
 from amber.abi import AmberError
-from amber.runtime.api import error_metadata, status_of
+from amber.runtime.api import error_details, error_metadata, status_of
 
 _log = logging.getLogger("amber.runtime.server._servicer")
 
@@ -27,7 +27,7 @@ def rpc(method: Callable[..., R]) -> Callable[..., R]:
             return method(self, request, context)
         except AmberError as exc:
             context.set_trailing_metadata(error_metadata(exc))
-            context.abort(status_of(exc), str(exc))
+            context.abort(status_of(exc), error_details(exc))
         except Exception:
             _log.exception("internal error in %s", method.__name__)
             context.abort(grpc.StatusCode.INTERNAL, f"internal error in {method.__name__}")

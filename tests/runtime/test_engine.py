@@ -162,6 +162,24 @@ def test_a_signal_payload_that_is_not_one_msgpack_value_is_refused_and_writes_no
     assert srv.client.signal(run_id, "poke", raw_payload=b"")  # no payload at all
 
 
+def test_a_lookup_by_an_oversized_id_is_not_found_not_a_transport_error(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    # The refusal quotes the id; whole, 20,000 characters went over gRPC's metadata limit and
+    # the caller saw RESOURCE_EXHAUSTED "received metadata size exceeds hard limit".
+    from amber.abi import NotFound
+
+    srv = make_server()
+    huge = "x" * 20_000
+    for call in (
+        lambda: srv.client.describe(huge),
+        lambda: srv.client.signal(huge, "poke", {"n": 1}),
+        lambda: srv.client.history(huge),
+    ):
+        with pytest.raises(NotFound, match=r"xxx…$"):
+            call()
+
+
 def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str, bytes]) -> None:
     srv = make_server(settings=EngineSettings(max_payload_bytes=1024))
     _upload(srv, modules, "orders")
