@@ -25,7 +25,8 @@ diagnosed under the limits it failed under; a tighter one turned a 48 MiB output
 trap, with a new fingerprint, a crash count starting over and a bundle that replayed the
 surgical failure instead of the original. Its isolation is its own process and that process's
 memory cap (`IsolatedSandbox`), not a smaller guest. Whatever a surgical worker is configured
-with, a task runs under no less than its last crash ran under (`no_tighter_than_crash`)."""
+with, a task runs under exactly the limits its last crash ran under (`no_tighter_than_crash`
+with `exact`: looser ones would change the diagnosis too)."""
 
 SURGICAL_NICENESS = 10
 """CPU niceness of a surgical worker and its guest processes: a poisoned task is work nobody

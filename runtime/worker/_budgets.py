@@ -111,7 +111,7 @@ def _int(value: object) -> bool:
 
 
 def no_tighter_than_crash(
-    limits: SandboxLimits, crash_repro: bytes, *, deadline: bool = True
+    limits: SandboxLimits, crash_repro: bytes, *, deadline: bool = True, exact: bool = False
 ) -> SandboxLimits:
     """`limits` (fuel, memory, deadline: what flags and budgets set), raised wherever the
     task's last crash (`crash_repro`, its repro) ran under more. A crashed task's next attempt,
@@ -120,18 +120,28 @@ def no_tighter_than_crash(
     `memory_limit`, with a new fingerprint, a crash count starting over and a bundle replaying
     the wrong failure. Raised only up to what a budget may set (a repro is a worker's report).
     `deadline`: raise the wall-clock limit too (not where the attempt has its own
-    start-to-close deadline)."""
+    start-to-close deadline). `exact` (the surgical pool, which diagnoses): lowered to them
+    too, so that a surgical worker with looser flags neither turns a 1 s `deadline` into
+    `out_of_fuel` 40 s later (another fingerprint, the count starting over) nor lets the task
+    pass there while it crashes everywhere else."""
     if not crash_repro:
         return limits
     try:
         crashed = Repro.decode(crash_repro).limits
     except InvalidInput:
         return limits  # unreadable: the worker's own limits, as for a task that never crashed
+    fuel = min(crashed.fuel, MAX_FUEL)
+    memory = min(crashed.memory_bytes, MAX_MEMORY_MB << 20)
+    wall = min(crashed.deadline_s, MAX_DEADLINE_S)
+    if not exact:
+        fuel, memory, wall = (
+            max(limits.fuel, fuel),
+            max(limits.memory_bytes, memory),
+            max(limits.deadline_s, wall),
+        )
     return replace(
         limits,
-        fuel=max(limits.fuel, min(crashed.fuel, MAX_FUEL)),
-        memory_bytes=max(limits.memory_bytes, min(crashed.memory_bytes, MAX_MEMORY_MB << 20)),
-        deadline_s=max(limits.deadline_s, min(crashed.deadline_s, MAX_DEADLINE_S))
-        if deadline
-        else limits.deadline_s,
+        fuel=fuel,
+        memory_bytes=memory,
+        deadline_s=wall if deadline else limits.deadline_s,
     )

@@ -422,7 +422,9 @@ class Worker:
             digest=digest,
             input=task.input,
             events=task.events,
-            limits=no_tighter_than_crash(self._workflow_limits(workflow_type), task.crash_repro),
+            limits=no_tighter_than_crash(
+                self._workflow_limits(workflow_type), task.crash_repro, exact=self._diagnoses
+            ),
         )
 
     def _try_upgrade(self, task: LeasedTask) -> tuple[WorkflowStep | None, dict[str, Any] | None]:
@@ -614,6 +616,11 @@ class Worker:
             cancel_requested=lambda: self._heartbeat.cancel_requested(task),
         )
 
+    @property
+    def _diagnoses(self) -> bool:
+        """A surgical worker runs a crashed task under exactly the limits it crashed under."""
+        return self.settings.pool == "surgical"
+
     def _workflow_limits(self, workflow_type: str) -> SandboxLimits:
         return self.settings.budgets.for_workflow(workflow_type, self.settings.workflow_limits)
 
@@ -626,7 +633,9 @@ class Worker:
             # and the server reports the kill as that timeout.
             own = max((task.deadline - now).total_seconds(), 0.001)
             limits = replace(limits, deadline_s=own)
-        limits = no_tighter_than_crash(limits, task.crash_repro, deadline=task.deadline is None)
+        limits = no_tighter_than_crash(
+            limits, task.crash_repro, deadline=task.deadline is None, exact=self._diagnoses
+        )
         report = run_activity(
             self._sandbox,
             ActivityAttempt(

@@ -102,6 +102,9 @@ def test_a_crashed_task_runs_under_no_tighter_limits_than_its_last_crash() -> No
     # Never lower: a crash under less leaves the worker's own limits.
     narrower = SandboxLimits(fuel=10, memory_bytes=1 << 20, deadline_s=0.1)
     assert no_tighter_than_crash(own, _repro_under(narrower)) == own
+    # The surgical pool diagnoses: exactly the crash's limits, lower ones included.
+    assert no_tighter_than_crash(own, _repro_under(narrower), exact=True) == narrower
+    assert no_tighter_than_crash(own, _repro_under(wider), exact=True) == wider
     # An attempt with its own deadline keeps it.
     assert no_tighter_than_crash(own, _repro_under(wider), deadline=False).deadline_s == 5.0
     # Nothing recorded, or not a repro: the worker's own limits.

@@ -571,16 +571,18 @@ def test_a_crash_older_than_the_window_is_forgotten(
     assert len(srv.client.describe(later).recent_failures) == 3
 
 
+@pytest.mark.parametrize("surgeon_mib", [8, 128])
 def test_the_surgical_pool_diagnoses_a_task_under_the_limits_it_failed_under(
     make_server: Callable[..., InProcessServer],
     modules: dict[str, bytes],
     sandbox_engine: SandboxEngine,
     tmp_path: Path,
+    surgeon_mib: int,
 ) -> None:
-    # The main worker gives activities 24 MiB; the surgeon is configured with 8. Run under its
-    # own limits, the surgeon would record another failure (the guest stopped at 8 MiB), a new
-    # crash count and a bundle replaying that one; the task's last crash says what it ran
-    # under, and the surgeon runs it under no less.
+    # The main worker gives activities 24 MiB; the surgeon is configured with 8 (or 128). Run
+    # under its own limits, the surgeon would record another failure (the guest stopped at
+    # 8 MiB, or went on to trap past 100), a new crash count and a bundle replaying that one;
+    # the task's last crash says what it ran under, and the surgeon runs it under exactly that.
     srv = make_server(settings=EngineSettings(poison=replace(FAST, suspend_after=timedelta(1))))
     srv.client.upload_version(modules["hostile"], promote=True)
     main_limits = SandboxLimits(memory_bytes=24 << 20, deadline_s=10.0)
@@ -598,7 +600,7 @@ def test_the_surgical_pool_diagnoses_a_task_under_the_limits_it_failed_under(
         WorkerSettings(
             worker_id="surgeon",
             poll_wait_s=0.2,
-            activity_limits=replace(main_limits, memory_bytes=8 << 20),
+            activity_limits=replace(main_limits, memory_bytes=surgeon_mib << 20),
         ),
         artifact_dir=tmp_path / "surgical-artifacts",
     )
