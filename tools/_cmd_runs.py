@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
-from amber.abi import InvalidInput, jsonable, payload_json
-from amber.history import Run, RunStatus
+from amber.abi import AmberError, InvalidInput, jsonable, payload_json
+from amber.history import Run, RunStatus, Task, TaskState
 from amber.runtime.client import AmberClient, encode
 
 from . import _output as out
@@ -76,6 +77,20 @@ def _exit_code(run: Run) -> int:
     return 0 if run.status in (RunStatus.COMPLETED, RunStatus.CONTINUED_AS_NEW) else 3
 
 
+def _unserved(client: AmberClient, tasks: Sequence[Task]) -> list[tuple[str, str]]:
+    """The (queue, pool) of pending tasks no worker polled on this server lately: a run
+    waiting on a queue nobody serves otherwise reads as an ordinary pending task. Empty when
+    the caller may not see the server's status."""
+    waiting = {(t.queue, t.pool) for t in tasks if t.state is TaskState.PENDING}
+    if not waiting:
+        return []
+    try:
+        seen = {(w.queue, w.pool) for w in client.status().workers}
+    except AmberError:
+        return []
+    return sorted((q, p) for q, p in waiting if p != "held" and (q, p) not in seen)
+
+
 def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
     desc = client.describe(args.run_id, tenant=args.tenant)
     if args.json:
@@ -89,13 +104,19 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
         print("\nopen tasks")
         rows = [
             [str(t.task_id), t.kind.value, t.name, "-" if t.cmd is None else str(t.cmd),
-             t.state.value, out.attempts_text(t), t.pool,
+             t.queue, t.state.value, out.attempts_text(t), t.pool,
              str(t.crash.count) if t.crash else "0", t.lease_owner or "-",
              t.last_failure or "-"]
             for t in desc.tasks
         ]  # fmt: skip
-        header = ["TASK", "KIND", "NAME", "STEP", "STATE", "ATTEMPT", "POOL", "CRASHES", "LEASE"]
+        header = ["TASK", "KIND", "NAME", "STEP", "QUEUE", "STATE", "ATTEMPT", "POOL", "CRASHES"]
+        header.append("LEASE")
         print(out.table(rows, [*header, "LAST FAILURE"]))
+        for queue, pool in _unserved(client, desc.tasks):
+            print(
+                f"note: no {pool} worker polled queue {out.printable(queue)!r} on this server"
+                " lately: nobody may be serving it (`amber status` lists the workers)"
+            )
     if desc.timers:
         print("\ntimers")
         rows = [

@@ -81,6 +81,7 @@ def description_json(desc: RunDescription) -> dict[str, Any]:
                 "task_id": t.task_id,
                 "kind": t.kind.value,
                 "name": t.name,
+                "queue": t.queue,
                 "cmd": t.cmd,
                 "state": t.state.value,
                 "attempt": t.attempt,

@@ -179,6 +179,7 @@ def task_info_to_pb(task: Task) -> pb.TaskInfo:
         poisoned_ms=to_ms_or_zero(task.poisoned_at),
         poison_reason=task.poison_reason or "",
         crashed_attempts=task.crashed_attempts,
+        queue=task.queue,
     )
 
 
@@ -187,7 +188,7 @@ def task_info_from_pb(run_id: str, digest: str, msg: pb.TaskInfo) -> Task:
         task_id=msg.task_id,
         run_id=run_id,
         kind=TaskKind(msg.kind),
-        queue="",
+        queue=msg.queue,
         cmd=msg.cmd if msg.has_cmd else None,
         name=msg.name,
         digest=digest,

@@ -215,7 +215,7 @@ class DescribeRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., tenant: _Optional[str] = ...) -> None: ...
 
 class TaskInfo(_message.Message):
-    __slots__ = ("task_id", "kind", "name", "cmd", "state", "attempt", "max_attempts", "visible_ms", "lease_owner", "lease_expires_ms", "consecutive_failures", "last_failure", "has_cmd", "pool", "crash_count", "crash_fingerprint", "crash_step", "has_crash_step", "poisoned_ms", "poison_reason", "crashed_attempts")
+    __slots__ = ("task_id", "kind", "name", "cmd", "state", "attempt", "max_attempts", "visible_ms", "lease_owner", "lease_expires_ms", "consecutive_failures", "last_failure", "has_cmd", "pool", "crash_count", "crash_fingerprint", "crash_step", "has_crash_step", "poisoned_ms", "poison_reason", "crashed_attempts", "queue")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
@@ -237,6 +237,7 @@ class TaskInfo(_message.Message):
     POISONED_MS_FIELD_NUMBER: _ClassVar[int]
     POISON_REASON_FIELD_NUMBER: _ClassVar[int]
     CRASHED_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
     task_id: int
     kind: str
     name: str
@@ -258,7 +259,8 @@ class TaskInfo(_message.Message):
     poisoned_ms: int
     poison_reason: str
     crashed_attempts: int
-    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., cmd: _Optional[int] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., visible_ms: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_failure: _Optional[str] = ..., has_cmd: _Optional[bool] = ..., pool: _Optional[str] = ..., crash_count: _Optional[int] = ..., crash_fingerprint: _Optional[str] = ..., crash_step: _Optional[int] = ..., has_crash_step: _Optional[bool] = ..., poisoned_ms: _Optional[int] = ..., poison_reason: _Optional[str] = ..., crashed_attempts: _Optional[int] = ...) -> None: ...
+    queue: str
+    def __init__(self, task_id: _Optional[int] = ..., kind: _Optional[str] = ..., name: _Optional[str] = ..., cmd: _Optional[int] = ..., state: _Optional[str] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., visible_ms: _Optional[int] = ..., lease_owner: _Optional[str] = ..., lease_expires_ms: _Optional[int] = ..., consecutive_failures: _Optional[int] = ..., last_failure: _Optional[str] = ..., has_cmd: _Optional[bool] = ..., pool: _Optional[str] = ..., crash_count: _Optional[int] = ..., crash_fingerprint: _Optional[str] = ..., crash_step: _Optional[int] = ..., has_crash_step: _Optional[bool] = ..., poisoned_ms: _Optional[int] = ..., poison_reason: _Optional[str] = ..., crashed_attempts: _Optional[int] = ..., queue: _Optional[str] = ...) -> None: ...
 
 class FailureInfo(_message.Message):
     __slots__ = ("task_id", "kind", "cmd", "has_cmd", "attempt", "digest", "reason", "trap_code", "message", "fuel_used", "memory_bytes", "worker", "time_ms", "fingerprint", "pool", "trace_id", "host_calls", "has_repro")

@@ -128,19 +128,21 @@ run.error_message }}</dd>{% endif %}
 </tbody></table>
 
 <h2>Open tasks</h2>
-<table id="tasks"><thead><tr><th>Task</th><th>Kind</th><th>Name</th><th>Step</th><th>State</th>
+<table id="tasks"><thead><tr><th>Task</th><th>Kind</th><th>Name</th><th>Step</th><th>Queue</th>
+<th>State</th>
 <th>Pool</th><th>Attempt</th><th>Lease owner</th><th>Lease expires</th><th>Visible at</th>
 <th>Crashes</th><th>Poisoned</th></tr></thead><tbody>
 {% for t in description.tasks %}<tr>
 <td>{{ t.task_id }}</td><td>{{ t.kind.value }}</td><td>{{ t.name }}</td>
-<td>{{ t.cmd if t.cmd is not none else '' }}</td><td>{{ t.state.value }}</td><td>{{ t.pool }}</td>
+<td>{{ t.cmd if t.cmd is not none else '' }}</td><td>{{ t.queue }}</td>
+<td>{{ t.state.value }}</td><td>{{ t.pool }}</td>
 <td>{{ t.counted_attempts }} / {{ t.max_attempts or '∞' }}{% if t.crashed_attempts %}
 +{{ t.crashed_attempts }} crashed{% endif %}</td><td class="lease-owner">{{ t.lease_owner or ''
 }}</td><td>{{ t.lease_expires_at|when }}</td><td>{{ t.visible_at|when }}</td>
 <td>{% if t.crash %}{{ t.crash.count }} × <span class="mono">{{ t.crash.fingerprint }}</span>
 {% endif %}</td>
 <td>{% if t.poisoned_at %}{{ t.poisoned_at|when }}: {{ t.poison_reason }}{% endif %}</td>
-</tr>{% else %}<tr><td colspan="12">None.</td></tr>{% endfor %}
+</tr>{% else %}<tr><td colspan="13">None.</td></tr>{% endfor %}
 </tbody></table>
 
 <h2>Failures</h2>

@@ -54,3 +54,19 @@ def test_help_runs_without_the_engine(argv: list[str]) -> None:
     status, out, loaded = run_cli(argv)
     assert status == 0 and "usage: amber" in out
     assert not loaded & ENGINE, f"`amber {' '.join(argv)}` loaded {sorted(loaded & ENGINE)}"
+
+
+def test_describe_names_a_tasks_queue_and_says_when_no_worker_polls_it(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["orders"], promote=True)
+    srv.client.start_run("orders", {"order_id": "S-2"}, workflow_id="lost-1", queue="nobody")
+    assert srv.client.poll_task(worker_id="w", queue="main", wait_s=0.1) is None  # seen on main
+
+    status, out, _ = run_cli(["--server", srv.target, "run", "describe", "lost-1"])
+    assert status == 0, out
+    assert "QUEUE" in out and " nobody " in out
+    assert "no main worker polled queue 'nobody' on this server lately" in out
+    status, out, _ = run_cli(["--server", srv.target, "--json", "run", "describe", "lost-1"])
+    assert '"queue": "nobody"' in out
