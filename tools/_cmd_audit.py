@@ -19,7 +19,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from amber.abi import InvalidInput, jsonable
+from amber.abi import AmberError, InvalidInput, jsonable
 from amber.runtime.client import AmberClient
 
 from . import _output as out
@@ -115,10 +115,24 @@ def head(client: AmberClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _current_run(client: AmberClient, ref: str, tenant: str) -> str:
+    """The run id `ref` names as a workflow id in `tenant`, or "" (no such run, or not the
+    caller's to see)."""
+    try:
+        return client.result(ref, tenant=tenant).run_id
+    except AmberError:
+        return ""
+
+
 def list_records(client: AmberClient, args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= 1000:  # 0 would travel as "the default"
         raise InvalidInput("--limit must be between 1 and 1000")
-    records = client.list_audit(target=args.target or "", limit=args.limit, after_seq=args.after)
+    target = args.target or ""
+    records = client.list_audit(target=target, limit=args.limit, after_seq=args.after)
+    if target and not records:  # a workflow id names its current run, as everywhere else
+        run_id = _current_run(client, target, args.tenant or "")
+        if run_id not in ("", target):
+            records = client.list_audit(target=run_id, limit=args.limit, after_seq=args.after)
     if args.json:
         more = str(records[-1].seq) if len(records) == args.limit and records else None
         out.emit_list("records", [{"seq": r.seq, "at": r.at.isoformat(), "actor": r.actor,
@@ -158,7 +172,11 @@ def register(
     )
     p.set_defaults(remote=head)
     p = audit.add_parser("list", parents=[common], help="audit records, oldest first")
-    p.add_argument("--target", help="a run id, approval:ID, a workflow type, a digest, ...")
+    p.add_argument(
+        "--target",
+        help="a run id or workflow id (its current run), approval:ID, a workflow type, a digest",
+    )
+    p.add_argument("--tenant", help="the tenant a workflow id given as --target is in")
     p.add_argument("--after", type=int, default=0, help="records after this seq")
     p.add_argument("--limit", type=int, default=100)
     p.set_defaults(remote=list_records)

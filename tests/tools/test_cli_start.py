@@ -70,3 +70,16 @@ def test_describe_names_a_tasks_queue_and_says_when_no_worker_polls_it(
     assert "no main worker polled queue 'nobody' on this server lately" in out
     status, out, _ = run_cli(["--server", srv.target, "--json", "run", "describe", "lost-1"])
     assert '"queue": "nobody"' in out
+
+
+def test_audit_list_takes_a_workflow_id_as_its_target(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["orders"], promote=True)
+    run_id = srv.client.start_run("orders", {"order_id": "S-3"}, workflow_id="audited-1").run.run_id
+    srv.client.terminate("audited-1", reason="test", operator="ops")
+
+    for target in ("audited-1", run_id):
+        status, out, _ = run_cli(["--server", srv.target, "audit", "list", "--target", target])
+        assert status == 0 and "run.terminate" in out and run_id in out, out
