@@ -10,6 +10,7 @@ from werkzeug.wrappers import Response
 
 from amber.abi import InvalidInput
 from amber.runtime.model import DEFAULT_TENANT
+from amber.runtime.services import MAX_REASON_LENGTH
 
 MAX_FIELD_CHARS: Final = 2_000
 """Longest text a console form field takes (a skipped step's result has its own limit)."""
@@ -116,8 +117,11 @@ def field(name: str, *, required: str = "", limit: int = MAX_FIELD_CHARS) -> str
 
 
 def reason() -> str:
-    """The form's reason: required for every audited command, as on the command line."""
-    return field("reason", required="give a reason: it goes into the audit log")
+    """The form's reason: required for every audited command, and as long as the command line
+    allows (`MAX_REASON_LENGTH`)."""
+    return field(
+        "reason", required="give a reason: it goes into the audit log", limit=MAX_REASON_LENGTH
+    )
 
 
 def tenant() -> str:

@@ -15,7 +15,7 @@ from ._migration import MigrationService
 from ._notify import Notifier, poke
 from ._poison import fingerprint
 from ._recorder import Claim, Report
-from ._runs import RunService, find_run_txn
+from ._runs import MAX_REASON_LENGTH, RunService, find_run_txn
 from ._stats import HealthCounter
 from ._tasks import TaskService
 from ._timers import TimerService
@@ -23,6 +23,7 @@ from ._triage import TriageService
 
 __all__ = [
     "MAX_AUDIT_PAGE",
+    "MAX_REASON_LENGTH",
     "ROLES",
     "TOKEN_PREFIX",
     "AuditService",

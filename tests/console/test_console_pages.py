@@ -277,12 +277,11 @@ def test_export_skip_and_approval_links_go_through_the_audited_services(
     assert status == 400 and "not JSON" in page
 
     (approval,) = srv.client.list_approvals(status="pending")
-    status, page = post(
-        client,
-        f"/approvals/{approval.approval_id}/issue",
-        approver="alice",
-        reason="no mail gateway",
-    )
+    link = f"/approvals/{approval.approval_id}/issue"
+    # A reason as long as the command line allows, and no longer.
+    status, page = post(client, link, approver="alice", reason="r" * 4097)
+    assert status == 400 and "longer than 4,096 characters" in page
+    status, page = post(client, link, approver="alice", reason="no mail gateway " + "r" * 4000)
     assert status == 200 and "/approvals/" in re.search(
         r'id="issued-link"[^>]*>(.*?)</p>', page, re.S
     ).group(1)  # type: ignore[union-attr]
