@@ -100,7 +100,8 @@ class VersionStatus:
 
     digest: str
     role: str
-    """current, candidate, previous, or draining (only runs pinned to it are left)."""
+    """current, candidate, upgrade_target (open runs move to it as they next activate),
+    previous, or draining (only runs pinned to it are left)."""
     labels: tuple[str, ...]
     use: VersionUse
     health: VersionHealth
@@ -132,6 +133,8 @@ class Rollout:
             roles = {rollout.current: "current"}
             if rollout.candidate:
                 roles[rollout.candidate] = "candidate"
+            if rollout.auto_upgrade_to and rollout.auto_upgrade_to not in roles:
+                roles[rollout.auto_upgrade_to] = "upgrade_target"
             if rollout.previous and rollout.previous not in roles:
                 roles[rollout.previous] = "previous"
             versions = []
@@ -148,7 +151,13 @@ class Rollout:
                         health=health[digest],
                     )
                 )
-            order = {"current": 0, "candidate": 1, "previous": 2, "draining": 3}
+            order = {
+                "current": 0,
+                "candidate": 1,
+                "upgrade_target": 2,
+                "previous": 3,
+                "draining": 4,
+            }
             versions.sort(key=lambda v: (order[v.role], v.digest))
             return TypeStatus(rollout=rollout, versions=tuple(versions))
 

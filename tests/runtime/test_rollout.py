@@ -215,6 +215,8 @@ def test_auto_upgrade_after_a_passing_check_moves_runs_on_their_next_activation(
     srv.client.check_version(v2, TYPE, wait_s=30)
     status = srv.client.change_rollout(TYPE, "auto_upgrade", v2, operator="ops")
     assert status.rollout.auto_upgrade_to == v2
+    roles = {v.digest: v.role for v in status.versions}
+    assert roles == {v1: "current", v2: "upgrade_target"}  # not "draining": runs move *to* it
     _go(srv, None, runs)
     for run_id in runs:
         closed = srv.client.result(run_id)
@@ -344,7 +346,7 @@ def _between_check_and_move(
 
     real_replay = MigrationService._replay_all
 
-    def replay_then(self, digest, runs, timeout_s):  # type: ignore[no-untyped-def]
+    def replay_then(self, digest, runs, timeout_s, **options):  # type: ignore[no-untyped-def]
         checked = threading.Event()
 
         def serve() -> None:
@@ -354,7 +356,7 @@ def _between_check_and_move(
         thread = threading.Thread(target=serve, daemon=True)
         thread.start()
         try:
-            verdicts = real_replay(self, digest, runs, timeout_s)
+            verdicts = real_replay(self, digest, runs, timeout_s, **options)
         finally:
             checked.set()
             thread.join()
