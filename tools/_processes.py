@@ -101,6 +101,12 @@ def _ops_listen(text: str | None) -> OpsListen | None:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise InvalidInput(f"--metrics-listen takes HOST:PORT, not {text!r}")
+    if not is_loopback(text):
+        _log.warning(
+            "metrics on %s are plain HTTP and need no credential (as Prometheus scrapes them):"
+            " they name queues, workers and workflow types; keep that address private",
+            text,
+        )
     return OpsListen(host=host.strip("[]") or "127.0.0.1", port=int(port))
 
 

@@ -16,6 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from amber.abi import InvalidInput
+
 _log = logging.getLogger(__name__)
 
 Readiness = Callable[[], tuple[bool, str]]
@@ -40,9 +42,13 @@ class OpsEndpoint:
         handler = _handler(registry, ready)
         try:
             self._http = ThreadingHTTPServer((where.host, where.port), handler)
-        except OSError:
+        except OSError as exc:
             if not where.any_port_if_taken:
-                raise
+                raise InvalidInput(
+                    f"cannot serve metrics on {where.host}:{where.port}:"
+                    f" {exc.strerror or exc} (another worker or server there, or one that just"
+                    " stopped? --metrics-listen picks another address)"
+                ) from None
             self._http = ThreadingHTTPServer((where.host, 0), handler)
         self._http.daemon_threads = True
         host = where.host

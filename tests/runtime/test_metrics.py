@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from amber.abi import InvalidInput
 from amber.history import Database, RunStatus
 from amber.runtime.metrics import OpsEndpoint, OpsListen
 from amber.runtime.sandbox import Sandbox
@@ -162,7 +163,8 @@ def test_readiness_fails_fast_while_the_database_is_cut(database_url: str, db: D
 def test_a_taken_port_is_an_error_unless_any_port_will_do(served: InProcessServer) -> None:
     assert served.server.ops is not None
     taken = served.server.ops.port
-    with pytest.raises(OSError):
+    # One line for the command line to print, not an OSError traceback.
+    with pytest.raises(InvalidInput, match=f"cannot serve metrics on 127.0.0.1:{taken}: "):
         OpsEndpoint(served.server.metrics.registry, lambda: (True, ""), OpsListen(port=taken))
     other = OpsEndpoint(
         served.server.metrics.registry,
