@@ -132,16 +132,16 @@ class Troubled:
 
 
 def troubled_runs_txn(
-    cur: Cursor, *, tenant: str, fingerprint: str | None = None, limit: int = 100
+    cur: Cursor, *, tenant: str | None, fingerprint: str | None = None, limit: int = 100
 ) -> list[Troubled]:
-    """A tenant's suspended runs and runs with a poisoned task (newest trouble first),
-    optionally only those whose trouble has one fingerprint."""
+    """A tenant's (None: every tenant's) suspended runs and runs with a poisoned task (newest
+    trouble first), optionally only those whose trouble has one fingerprint."""
     columns = ", ".join(f"r.{c.strip()}" for c in _RUN_COLUMNS.split(","))
-    where = (
-        "(r.suspended_at IS NOT NULL OR t.poisoned_at IS NOT NULL) AND r.status = 'running'"
-        " AND r.tenant = %s"
-    )
-    params: list[Any] = [tenant]
+    where = "(r.suspended_at IS NOT NULL OR t.poisoned_at IS NOT NULL) AND r.status = 'running'"
+    params: list[Any] = []
+    if tenant is not None:
+        where += " AND r.tenant = %s"
+        params.append(tenant)
     if fingerprint:
         where += " AND COALESCE(r.suspended_fingerprint, t.crash_fingerprint) = %s"
         params.append(fingerprint)

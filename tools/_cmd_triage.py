@@ -58,15 +58,17 @@ def list_troubled(client: AmberClient, args: argparse.Namespace) -> int:
             ],
         )
         return 0
+    every = args.tenant == "*"  # every tenant's: say which run is whose
     rows = [
-        [t.run.run_id, t.run.workflow_type, t.run.digest[:_WIDTH],
-         "suspended" if t.run.suspension else "poisoned",
+        [t.run.run_id, *([t.run.tenant] if every else []), t.run.workflow_type,
+         t.run.digest[:_WIDTH], "suspended" if t.run.suspension else "poisoned",
          f"{t.task_kind or '-'}:{'-' if t.step is None else t.step}", str(t.crashes),
          _since(t.since), t.fingerprint or "-", out.compact(t.reason, 60)]
         for t in runs
     ]  # fmt: skip
-    header = ["RUN", "TYPE", "VERSION", "STATE", "TASK", "CRASHES", "SINCE", "FINGERPRINT"]
-    print(out.table(rows, [*header, "REASON"]) if rows else "no suspended or poisoned runs")
+    header = ["RUN", *(["TENANT"] if every else []), "TYPE", "VERSION", "STATE", "TASK"]
+    header += ["CRASHES", "SINCE", "FINGERPRINT", "REASON"]
+    print(out.table(rows, header) if rows else "no suspended or poisoned runs")
     return 0
 
 
@@ -316,7 +318,7 @@ def register(
     ).add_subparsers(dest="triage_command", required=True)
     p = triage.add_parser("list", parents=[common], help="suspended and poisoned runs")
     p.add_argument("--fingerprint", help="only runs with this failure fingerprint")
-    p.add_argument("--tenant")
+    p.add_argument("--tenant", help="a tenant, or '*' for every tenant's (a '*' grant)")
     p.add_argument("--limit", type=int, default=100)
     p.set_defaults(remote=list_troubled)
     p = triage.add_parser("show", parents=[common], help="a run's failures, traces, host calls")

@@ -26,6 +26,7 @@ from dataclasses import replace
 
 from amber.abi import AmberError, Conflict, InvalidInput, NotMsgpack, unpack
 from amber.history import (
+    ALL,
     TASKS_CHANNEL,
     ActivityCompleted,
     AuditEntry,
@@ -119,12 +120,14 @@ class TriageService:
     def troubled(
         self, *, tenant: str = DEFAULT_TENANT, fingerprint: str = "", limit: int = 100
     ) -> list[Troubled]:
-        """Suspended runs and runs with a poisoned task, newest trouble first."""
+        """Suspended runs and runs with a poisoned task, newest trouble first; `tenant` `*`:
+        every tenant's (the one listing that crosses tenants, for operators granted `*`)."""
         if not 1 <= limit <= MAX_BULK_RUNS:
             raise InvalidInput(f"limit must be between 1 and {MAX_BULK_RUNS}")
+        scope = None if tenant == ALL else tenant
         return self._db.run(
             lambda cur: troubled_runs_txn(
-                cur, tenant=tenant, fingerprint=fingerprint or None, limit=limit
+                cur, tenant=scope, fingerprint=fingerprint or None, limit=limit
             )
         )
 
@@ -171,6 +174,11 @@ class TriageService:
         """Carry out an operator command on each of its runs. A named single run's refusal
         raises; in bulk, each run's outcome is reported and the others go on."""
         _check_command(command)
+        if command.tenant == ALL:
+            raise InvalidInput(
+                "a triage command acts in one tenant: name it (`*` lists every tenant's"
+                " troubled runs, `amber triage list --tenant '*'`)"
+            )
         if command.action is TriageAction.SKIP:
             self._check_result(command.result)
         if command.run_ids:

@@ -117,3 +117,25 @@ def test_replaying_a_healthy_run_s_bundle_says_it_reproduced_the_history(
     code, out, _ = amber(capsys, served, "triage", "replay", str(bundle), "--fresh")
     assert code == 0
     assert "REPRODUCED: the whole history replays as recorded (no failure in this bundle)" in out
+
+
+def test_triage_list_with_tenant_star_lists_every_tenants_troubled_runs(
+    served: InProcessServer,  # noqa: F811
+    modules: dict[str, bytes],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `--tenant '*'` used to look for a tenant named "*" and say there was nothing to triage.
+    ours = _poisoned(served, modules)
+    theirs = served.client.start_run("diverge", {"x": 2}, tenant="acme").run.run_id
+    wait_for(
+        lambda: bool(served.client.list_troubled(tenant="acme")), 30, "acme's run to be poisoned"
+    )
+    code, out, _ = amber(capsys, served, "triage", "list")
+    assert code == 0 and ours in out and theirs not in out
+    code, out, _ = amber(capsys, served, "triage", "list", "--tenant", "*")
+    assert code == 0 and ours in out and theirs in out and "TENANT" in out and " acme " in out
+    (fingerprint,) = {t.fingerprint for t in served.client.list_troubled(tenant="acme")}
+    code, _, err = amber(capsys, served, "triage", "retry", "--fingerprint", fingerprint,
+                         "--tenant", "*", "--reason", "x")  # fmt: skip
+    assert code == 2 and "a triage command acts in one tenant" in err
+    assert len(served.client.list_troubled(tenant="*")) == 2  # nothing was retried
