@@ -22,6 +22,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,12 +33,15 @@ from typing import Any, Final
 from amber.abi import COMPONENT_WIT, MANIFEST_SECTION, ManifestError, custom_section, parse_manifest
 
 from ._build import BuildError, BuildResult
+from ._guest_imports import late_imports, preimport_source
 
 PYTHON_SDK_DIR: Final = Path(__file__).resolve().parent.parent / "abi" / "sdk" / "python"
 """Directory holding the `amber_sdk` package (on the path of every Python guest build)."""
 BUILD_TIMEOUT_S: Final = 600.0
 """componentize-py takes 10–60 s here; a loaded machine, more."""
 _ENTRY_MODULE: Final = "amber_guest_entry"
+_PREIMPORT_FAILURE: Final = re.compile(r"ImportError: amber build: (.*)")
+"""A late import the snapshot could not make (`_guest_imports`): the line that says so."""
 _SCHEDULING_CALLS: Final = frozenset({"execute_activity", "start_activity"})
 
 _ENTRY_SOURCE: Final = '''\
@@ -91,6 +95,7 @@ class WitWorld(wit_world.WitWorld):
         return _entry.run_activity(name, envelope.encode("latin-1"), _HOST).decode("latin-1")
 
 
+{preimport}
 _warmup.warm_up()  # last: the build's snapshot keeps the SDK's own path warm
 '''
 
@@ -133,11 +138,14 @@ def build_python_guest(
         raise BuildError(f"{source}: the file name must be a Python module name")
     search = [str(PYTHON_SDK_DIR), str(source.parent), *(str(Path(p).resolve()) for p in paths)]
     manifest = _manifest(source, module, search, timeout_s)
-    _check_activity_names(source, manifest)
+    tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
+    _check_activity_names(source, tree, manifest)
+    preimport = preimport_source(late_imports(tree, source))
     with tempfile.TemporaryDirectory(prefix="amber-build-") as tmp:
         entry_dir = Path(tmp) / "entry"
         entry_dir.mkdir()
-        (entry_dir / f"{_ENTRY_MODULE}.py").write_text(_ENTRY_SOURCE.format(module=module))
+        entry = _ENTRY_SOURCE.format(module=module, preimport=preimport)
+        (entry_dir / f"{_ENTRY_MODULE}.py").write_text(entry)
         built = Path(tmp) / "guest.wasm"
         stderr = _componentize(source, entry_dir, search, built, timeout_s)
         component = built.read_bytes()
@@ -204,12 +212,11 @@ def _manifest(source: Path, module: str, search: list[str], timeout_s: float) ->
     return document
 
 
-def _check_activity_names(source: Path, manifest: dict[str, Any]) -> None:
+def _check_activity_names(source: Path, tree: ast.Module, manifest: dict[str, Any]) -> None:
     """Refuse a workflow that schedules, by a literal name, an activity the module does not
     declare (the only ones the host lets it schedule), or by reference a function of this
     module that is not an activity (no `@activity.defn`)."""
     declared = set(manifest.get("activities", []))
-    tree = ast.parse(source.read_text(encoding="utf-8"), filename=str(source))
     plain = {
         node.name
         for node in tree.body
@@ -255,7 +262,13 @@ def _componentize(
     for directory in search:
         command += ["-p", directory]
     command += [_ENTRY_MODULE, "-o", str(built)]
-    _run(command, "componentize-py", source, timeout_s)
+    try:
+        _run(command, "componentize-py", source, timeout_s)
+    except BuildError as exc:
+        ours = _PREIMPORT_FAILURE.search(exc.stderr)
+        if ours is None:
+            raise
+        raise BuildError(f"{source.parent / ours.group(1)}") from None
     if not built.is_file():
         raise BuildError(f"{source}: componentize-py wrote no component")
     return ""

@@ -58,6 +58,26 @@ def test_a_workflow_passing_a_function_that_is_no_activity_is_refused_at_build(
     assert not (tmp_path / "out.wasm").exists()
 
 
+def test_a_module_a_function_imports_that_the_guest_cannot_have_fails_the_build(
+    tmp_path: Path,
+) -> None:
+    source = HEADER + (
+        "@activity.defn\n"
+        "def use(args):\n"
+        "    try:\n"
+        "        import ujson_not_here  # a fallback below: no failure\n"
+        "    except ImportError:\n"
+        "        pass\n"
+        "    import no_such_module_xyz\n"
+        "    return no_such_module_xyz.f()\n"
+    )
+    with pytest.raises(BuildError) as refused:
+        _build(tmp_path, source)
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / 'guest.py'}:9 imports 'no_such_module_xyz' inside")
+    assert "ujson_not_here" not in message and "\n" not in message  # one line, no backtrace
+
+
 def test_a_module_that_does_not_import_shows_its_traceback(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match="importing the module failed") as caught:
         _build(tmp_path, HEADER + "@workflow.defn\ndef broken(payload)\n    return 1\n")

@@ -141,6 +141,16 @@ def returns_a_set(payload):
     return {1, 2}  # msgpack (JSON) has no sets
 
 
+@workflow.defn
+def late_imports(payload):
+    # Imported only here, when it runs: `amber build` imports them in the snapshot too (a
+    # component has no file system to import from later).
+    import statistics
+    from fractions import Fraction
+
+    return {"half": str(Fraction(1, 2)), "mean": statistics.mean([1, 2, 3])}
+
+
 @activity.defn
 def dials(args):
     import socket
