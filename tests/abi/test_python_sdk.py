@@ -242,9 +242,14 @@ SAMPLES: list[Any] = [
     *({}, {"a": 1}, {f"k{i}": i for i in range(15)}, {f"k{i}": i for i in range(16)}),
     {f"k{i}": i for i in range(65536)},
     {"nested": {"list": [1, "two", b"three", None, [True, {"deep": -5}]]}, "f": 2.5},
+    {"é": "non-ASCII key"},
+]
+OTHER_KEYS = [
     {1: "int key", -2: "negative"},
     {None: "nil key", True: "bool key", b"k": "bin key", "é": "non-ASCII key"},
 ]
+"""Maps the SDK reads (a C guest may write them) but never writes: the host holds payloads to
+JSON's string keys."""
 
 
 def same(a: Any, b: Any) -> bool:
@@ -264,6 +269,13 @@ def same(a: Any, b: Any) -> bool:
 def test_msgpack_matches_the_msgpack_library_both_ways(value: Any) -> None:
     assert _msgpack.encode(value) == pack(value)
     assert same(_msgpack.decode(pack(value)), value)
+
+
+@pytest.mark.parametrize("value", OTHER_KEYS, ids=lambda v: repr(v)[:40])
+def test_msgpack_reads_maps_with_other_keys_but_writes_only_string_keys(value: Any) -> None:
+    assert same(_msgpack.decode(pack(value)), value)
+    with pytest.raises(TypeError, match="a dict key must be a str"):
+        _msgpack.encode(value)
 
 
 def _random_value(rng: random.Random, depth: int = 0) -> Any:
@@ -448,6 +460,9 @@ def test_msgpack_decoding_with_a_memo_reuses_only_items_with_the_same_bytes() ->
         ("\ud800", ValueError),
         ({1, 2}, TypeError),
         (object(), TypeError),
+        ({1: "a"}, TypeError),  # the host reads string keys only (it showed these as bytes)
+        ({"ok": {(1, 2): 3}}, TypeError),
+        ({b"k": 1}, TypeError),
     ],
 )
 def test_msgpack_refuses_what_it_cannot_encode(value: Any, error: type[Exception]) -> None:
@@ -902,6 +917,7 @@ def test_the_options_key_order_is_the_c_sdk_order() -> None:
         ({"schedule_to_close_timeout_days": 1}, {"schedule_to_close_ms": 86_400_000}),
         ({"start_to_close_timeout": None}, None),
         ({"retry": {"maximum_attempts": 1}}, {"retry": {"max_attempts": 1}}),
+        ({"retry": {"maximum_attempts": 0}}, {"retry": {"max_attempts": 0}}),  # unlimited
         ({"retry": {}}, {"retry": {}}),
         ({"retry": {"backoff_coefficient": 2}}, {"retry": {"coefficient": 2.0}}),
         ({"retry": {"non_retryable_error_types": []}}, {"retry": {}}),
@@ -933,7 +949,7 @@ def test_only_the_options_given_are_written(given: dict[str, Any], written: Any)
         {"start_to_close_timeout": 0},
         {"start_to_close_timeout": "30"},
         {"retry": {"backoff_coefficient": 0.5}},
-        {"retry": {"maximum_attempts": 0}},
+        {"retry": {"maximum_attempts": -1}},
         {"retry": {"non_retryable_error_types": "Fraud"}},
     ],
 )

@@ -147,6 +147,10 @@ def _pack_map(value: dict[Any, Any], out: bytearray, depth: int) -> None:
     _open(len(value), out, depth, 0x80, 0xDE, 0xDF)
     depth += 1
     for key, item in value.items():
+        if type(key) is not str and not isinstance(key, str):
+            # JSON's rule, which the host holds payloads to: an int or tuple key would reach it
+            # as a map it cannot read (and show as opaque bytes).
+            raise TypeError(f"msgpack: a dict key must be a str, not {type(key).__name__}")
         _pack(key, out, depth)
         _pack(item, out, depth)
 

@@ -64,7 +64,7 @@ class RetryPolicy:
     maximum_interval: Duration | None = None
     """Upper bound of the interval."""
     maximum_attempts: int | None = None
-    """Attempts in all, the first included (1: no retries)."""
+    """Attempts in all, the first included (1: no retries; 0: unlimited, as in Temporal)."""
     non_retryable_error_types: Sequence[str] = ()
     """Error types never retried (an empty list writes nothing)."""
 
@@ -84,9 +84,11 @@ class RetryPolicy:
             )
         attempts = self.maximum_attempts
         if attempts is not None and (
-            isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1
+            isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0
         ):
-            raise ValueError(f"maximum_attempts must be an int >= 1, not {attempts!r}")
+            raise ValueError(
+                f"maximum_attempts must be an int >= 0 (0: unlimited), not {attempts!r}"
+            )
         _positive_ms(self.initial_interval, "initial_interval")
         _positive_ms(self.maximum_interval, "maximum_interval")
 
