@@ -11,6 +11,7 @@ its own subset of them. Event payloads are the exception: they are typed, and
 from __future__ import annotations
 
 import base64
+import math
 import struct
 from collections.abc import Mapping
 from datetime import datetime
@@ -81,7 +82,10 @@ def _bin_header(length: int) -> bytes:
 
 def jsonable(value: Any) -> Any:
     """A decoded msgpack value as JSON-ready data, for people and JSON output: bytes become
-    `{"$bytes": base64}`, times ISO 8601 text, tuples lists, keys strings."""
+    `{"$bytes": base64}`, times ISO 8601 text, tuples lists, keys strings, and a float JSON
+    has no number for (NaN, ±infinity) the text `"NaN"`, `"Infinity"` or `"-Infinity"`."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, bytes | bytearray):
         return {"$bytes": base64.b64encode(value).decode()}
     if isinstance(value, Mapping):

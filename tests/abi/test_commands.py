@@ -97,3 +97,19 @@ def test_a_timeout_of_zero_is_no_timeout(key: str) -> None:
     command = parse_command(3, ["activity", "charge", b"\x90", {key: 0}])
     assert isinstance(command, ScheduleActivity)
     assert command.options == ActivityOptions()
+
+
+def test_payloads_as_json_are_valid_json_whatever_floats_they_hold() -> None:
+    # `amber --json run result` printed NaN, which no JSON reader takes.
+    import json
+    import math
+
+    from amber.abi import pack, payload_json
+
+    shown = payload_json(pack({"a": math.nan, "b": [math.inf, -math.inf, 1.5], "c": b"\x00"}))
+    text = json.dumps(shown, allow_nan=False)
+    assert json.loads(text) == {
+        "a": "NaN",
+        "b": ["Infinity", "-Infinity", 1.5],
+        "c": {"$bytes": "AA=="},
+    }
