@@ -97,6 +97,20 @@ def _check_name(label: str, value: str) -> None:
         raise InvalidInput(f"{label} must be 1–{MAX_ID_LENGTH} printable characters")
 
 
+def _not_another_runs_id(cur: Cursor, workflow_id: str) -> None:
+    """Refuse a new workflow id that is another run's run id: every command takes either, run
+    ids first, so the new run could never be reached by its workflow id."""
+    try:
+        as_run_id = str(uuid.UUID(workflow_id))
+    except ValueError:
+        return
+    if get_run_txn(cur, as_run_id) is not None:
+        raise InvalidInput(
+            f"workflow id {workflow_id!r} is another run's run id: commands naming it would"
+            " reach that run; choose another id"
+        )
+
+
 def _check_tenant(tenant: str) -> None:
     _check_name("tenant", tenant)
     if tenant == ALL:
@@ -143,7 +157,7 @@ class RunService:
         )
         workflow_id = request.workflow_id or spec.run_id
 
-        def txn(cur: Cursor) -> tuple[StartResult, list[Wake]]:
+        def txn(cur: Cursor) -> tuple[StartResult | WorkflowIdInUse, list[Wake]]:
             existing = get_run_by_workflow_id_txn(cur, request.tenant, workflow_id)
             if existing is not None:
                 first = get_run_by_workflow_id_txn(cur, request.tenant, workflow_id, first=True)
@@ -168,8 +182,11 @@ class RunService:
                         duplicate=sent.duplicate,
                     )
                     return result, wakes
-                self._same_start(first or existing, request)
+                taken = self._same_start(first or existing, request)
+                if taken is not None:  # an answer, not a race to retry
+                    return taken, []
                 return StartResult(run=existing, already_started=True), []
+            _not_another_runs_id(cur, workflow_id)
             selection = select_version_txn(
                 cur, request.workflow_type, workflow_id, request.version or None
             )
@@ -202,16 +219,20 @@ class RunService:
                 continue  # a concurrent start took the workflow id; the retry returns its run
         else:
             raise WorkflowIdInUse(f"workflow id {workflow_id!r} is being started concurrently")
+        if isinstance(result, WorkflowIdInUse):
+            raise result
         poke(self._notifier, wakes)
         return result
 
     @staticmethod
-    def _same_start(existing: Run, request: StartRequest) -> None:
+    def _same_start(existing: Run, request: StartRequest) -> WorkflowIdInUse | None:
+        """Why `request` is not a repeat of the start that made `existing` (None: it is)."""
         if existing.workflow_type != request.workflow_type or existing.input != request.input:
-            raise WorkflowIdInUse(
+            return WorkflowIdInUse(
                 f"workflow id {existing.workflow_id!r} is already used by run {existing.run_id}"
                 f" ({existing.workflow_type}) with a different type or input"
             )
+        return None
 
     def _check_payload(self, what: str, payload: bytes) -> None:
         """Within the size limit, and one msgpack value (or nothing): a guest would read only

@@ -121,7 +121,8 @@ def test_starting_twice_with_one_workflow_id_is_idempotent(
     second = srv.client.start_run("orders", ORDER, workflow_id="same-id")
     assert not first.already_started and second.already_started
     assert first.run.run_id == second.run.run_id
-    with pytest.raises(WorkflowIdInUse):
+    # The refusal says why (it used to be retried as a race, then reported as one).
+    with pytest.raises(WorkflowIdInUse, match=f"already used by run {first.run.run_id}"):
         srv.client.start_run("orders", {**ORDER, "quantity": 3}, workflow_id="same-id")
     assert len(srv.client.list_runs()[0]) == 1
 
@@ -178,6 +179,22 @@ def test_a_lookup_by_an_oversized_id_is_not_found_not_a_transport_error(
     ):
         with pytest.raises(NotFound, match=r"xxx…$"):
             call()
+
+
+def test_a_workflow_id_that_is_another_runs_run_id_is_refused(
+    make_server, modules: dict[str, bytes]
+) -> None:
+    # Commands take a run id or a workflow id, run ids first: such a run could never be
+    # reached by its workflow id.
+    srv = make_server()
+    _upload(srv, modules, "orders")
+    named = srv.client.start_run("orders", ORDER, workflow_id="named-1").run
+    with pytest.raises(InvalidInput, match="is another run's run id"):
+        srv.client.start_run("orders", ORDER, workflow_id=named.run_id)
+    unnamed = srv.client.start_run("orders", ORDER).run  # its workflow id is its run id
+    again = srv.client.start_run("orders", ORDER, workflow_id=unnamed.run_id)
+    assert again.already_started and again.run.run_id == unnamed.run_id
+    assert len(srv.client.list_runs()[0]) == 2
 
 
 def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str, bytes]) -> None:
