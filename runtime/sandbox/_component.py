@@ -306,9 +306,27 @@ def classify(exc: wasmtime.WasmtimeError | wasmtime.Trap, stderr: bytes) -> Clas
     if last.startswith("MemoryError"):
         return Classified(kind=MemoryLimitExceeded, detail=last, trap_code=_code(cause))
     if last:
-        return Classified(kind=GuestTrap, detail=f"Python {last}", trap_code=_code(cause))
+        # The exception's type is its trap code: every Python exception is one `unreachable`
+        # trap to wasmtime, and a NameError and a KeyError of one workflow shared a
+        # fingerprint. Its innermost frame says where, as a traceback's last line would.
+        kind = last.split(":", 1)[0].rsplit(".", 1)[-1]
+        return Classified(
+            kind=GuestTrap, detail=f"Python {last}{_innermost(text)}", trap_code=f"python:{kind}"
+        )
     first = message.strip().splitlines()[0] if message.strip() else repr(exc)
     return Classified(kind=GuestTrap, detail=cause or first, trap_code=_code(cause))
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.M)
+
+
+def _innermost(traceback: str) -> str:
+    """` (at FILE:LINE in FUNCTION)` for a traceback's innermost frame, or ""."""
+    frames = _FRAME.findall(traceback)
+    if not frames:
+        return ""
+    path, line, function = frames[-1]
+    return f" (at {path.rsplit('/', 1)[-1]}:{line} in {function})"
 
 
 def _code(cause: str) -> str | None:

@@ -420,8 +420,12 @@ def test_a_module_imported_only_inside_a_function_is_there_when_it_runs(
 def test_a_value_msgpack_cannot_carry_and_a_socket_end_in_typed_failures(
     srv: InProcessServer, py_sandbox: Sandbox, python_built: dict[str, BuildResult]
 ) -> None:
-    with pytest.raises(GuestTrap, match="TypeError"):
+    with pytest.raises(GuestTrap, match="TypeError") as caught:
         _activate(py_sandbox, _digest(python_built), "returns_a_set")
+    # Each exception type has its own trap code (so its own fingerprint), and the message says
+    # where it was raised: the innermost frame of the guest's traceback.
+    assert caught.value.trap_code == "python:TypeError"
+    assert re.search(r" \(at _msgpack\.py:\d+ in _pack\)$", caught.value.detail), caught.value
     worker = make_worker(srv.client, py_sandbox)
     run_id = srv.client.start_run("dialing", {}).run.run_id
     settle(worker)
