@@ -49,6 +49,10 @@ ROOT = Path(__file__).resolve().parents[1]
 GUEST_SOURCES: dict[str, tuple[Path, dict[str, str]]] = {
     "orders": (ROOT / "abi" / "samples" / "orders.c", {}),
     "orders_reordered": (ROOT / "abi" / "samples" / "orders.c", {"AMBER_VARIANT_REORDERED": "1"}),
+    "orders_reordered_strict": (
+        ROOT / "abi" / "samples" / "orders.c",
+        {"AMBER_VARIANT_REORDERED": "1", "AMBER_VARIANT_STRICT": "1"},
+    ),
     "chain": (ROOT / "abi" / "samples" / "chain.c", {}),
     "shipment": (ROOT / "abi" / "samples" / "shipment.c", {}),
     "payments": (ROOT / "abi" / "samples" / "payments.c", {}),

@@ -9,7 +9,9 @@
  *
  * Test hooks: card "declined" fails charge_payment non-retryably; card "flaky" fails it
  * (retryably, GatewayTimeout) on the first attempt. Compiled with -DAMBER_VARIANT_REORDERED the
- * workflow charges before it reserves: a code change that breaks replay of existing runs.
+ * workflow charges before it reserves: a code change that breaks replay of existing runs. With
+ * -DAMBER_VARIANT_STRICT too, it traps on a charge result without its "charge" (as Python code
+ * indexing the result would raise), before the host can compare its commands with history.
  */
 #include "amber.h"
 
@@ -101,6 +103,9 @@ AMBER_WORKFLOW(orders) {
     amber_bytes reservation = {0}, charge_id = {0};
 #ifdef AMBER_VARIANT_REORDERED
     amber_result c = charge(wf, &o);
+#ifdef AMBER_VARIANT_STRICT
+    if (c.ok && !amber_map_get_str(c.value, "charge", &charge_id)) __builtin_trap();
+#endif
     amber_result r = reserve(wf, &o);
 #else
     amber_result r = reserve(wf, &o);

@@ -14,6 +14,7 @@ from ._activity import (
     run_activity,
     run_activity_request,
 )
+from ._divergence import first_divergence
 from ._memo import ReplayMemo
 from ._replay import (
     QueryNotPublished,
@@ -35,6 +36,7 @@ __all__ = [
     "activate_workflow",
     "activity_request",
     "answer_query",
+    "first_divergence",
     "run_activity",
     "run_activity_request",
 ]

@@ -59,6 +59,7 @@ from amber.runtime.replay import (
     WorkflowStep,
     activate_workflow,
     answer_query,
+    first_divergence,
     run_activity,
 )
 from amber.runtime.sandbox import (
@@ -461,7 +462,20 @@ class Worker:
                 detail=str(fault),
             )
         except GuestFault as fault:
-            verdict.update(verdict="failed", detail=str(fault))
+            # A guest that faults on results meant for other commands (a Python v2 that swapped
+            # two activities raises KeyError on the first) diverged before it faulted: say where.
+            found = first_divergence(self._sandbox, activation)
+            if found is None:
+                verdict.update(verdict="failed", detail=str(fault))
+            else:
+                verdict.update(
+                    verdict="incompatible",
+                    position=found.position,
+                    seq=found.seq or 0,
+                    recorded=found.recorded,
+                    issued=found.issued,
+                    detail=f"{found} (replayed whole, it failed: {fault})",
+                )
         result = pack(verdict)
         self._deliver(
             task,

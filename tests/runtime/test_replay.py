@@ -32,7 +32,7 @@ from amber.runtime.replay._replay import WorkflowActivation, activate_workflow
 from amber.runtime.sandbox._sandbox import Sandbox, SandboxLimits
 from tests.conftest import InProcessServer
 
-from ._engine_helpers import drive, make_worker
+from ._engine_helpers import drive, make_worker, serving
 
 GOLDENS = Path(__file__).parent / "goldens"
 LIMITS = SandboxLimits(deadline_s=5.0)
@@ -177,6 +177,46 @@ def test_a_reordered_variant_fails_with_a_typed_non_determinism_error(
     message = str(error)
     for part in (run_id, "command 1", "reserve_inventory", "charge_payment", variant[:12]):
         assert part in message
+
+
+def test_a_variant_that_faults_on_a_result_meant_for_another_command_is_found_diverging(
+    sandbox: Sandbox, modules: dict[str, bytes]
+) -> None:
+    # The strict variant traps on the reservation it is handed for its charge (as Python code
+    # indexing the result raises) before the host sees its commands: replayed whole it is a
+    # trap; replayed prefix by prefix, the first mismatch is found where it is.
+    from amber.runtime.model._faults import GuestTrap
+    from amber.runtime.replay import first_divergence
+
+    run_id, workflow_type, events = _load("orders_shipped")
+    strict = hashlib.sha256(modules["orders_reordered_strict"]).hexdigest()
+    activation = _activation(run_id, workflow_type, events, strict)
+    with pytest.raises(GuestTrap):
+        activate_workflow(sandbox, activation)
+    found = first_divergence(sandbox, activation)
+    assert found is not None and found.position == 1
+    assert found.recorded.startswith("activity 'reserve_inventory'")
+    assert found.issued.startswith("activity 'charge_payment'")
+    original = hashlib.sha256(modules["orders"]).hexdigest()
+    assert first_divergence(sandbox, _activation(run_id, workflow_type, events, original)) is None
+
+
+def test_a_version_check_reports_such_a_variant_incompatible_not_failed(
+    make_server, modules: dict[str, bytes], sandbox: Sandbox
+) -> None:
+    srv: InProcessServer = make_server()
+    srv.client.upload_version(modules["orders"], promote=True)
+    order = {"order_id": "S-1", "sku": "B", "quantity": 1, "amount_cents": 500, "card": "ok"}
+    run_id = srv.client.start_run("orders", order).run.run_id
+    worker = make_worker(srv.client, sandbox)
+    worker.run_once(wait_s=1)  # the first activation: it schedules the reservation
+    worker.run_once(wait_s=1)  # the reservation, and (combined) the next activation
+    strict = srv.client.upload_version(modules["orders_reordered_strict"]).version.digest
+    with serving(make_worker(srv.client, sandbox, worker_id="checker")):
+        _, (check,) = srv.client.check_version(strict, "orders", run_ids=[run_id], wait_s=30)
+    assert (check.verdict, check.position) == ("incompatible", 1), check
+    assert "reserve_inventory" in check.recorded and "charge_payment" in check.issued
+    assert "replayed whole, it failed: trap" in check.detail
 
 
 def test_a_memo_that_saw_the_run_agree_still_catches_an_early_divergence(
