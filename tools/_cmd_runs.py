@@ -100,6 +100,12 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
     if desc.run.suspension is not None:
         s = desc.run.suspension
         print(f"SUSPENDED since {s.since:%Y-%m-%d %H:%M:%S}: {s.reason} (see `amber triage show`)")
+    for t in desc.tasks:
+        if t.poisoned_at is not None and desc.run.suspension is None:
+            print(
+                f"POISONED since {t.poisoned_at:%Y-%m-%d %H:%M:%S}: {t.kind.value} task"
+                f" {t.task_id}, {t.poison_reason} (see `amber triage show`)"
+            )
     if desc.tasks:
         print("\nopen tasks")
         rows = [

@@ -41,6 +41,8 @@ def test_triage_from_the_command_line(
     assert code == 0 and "non_determinism" in out and row["fingerprint"] in out
     assert "pool=surgical" in out and "crashes=1" in out
     assert "the surgical pool tries it next at" in out  # when the stuck run moves again
+    code, out, _ = amber(capsys, served, "run", "describe", run_id)  # running, yet poisoned
+    assert code == 0 and "POISONED since" in out and "non_determinism" in out
 
     code, _, err = amber(capsys, served, "triage", "retry", "--reason", "why")
     assert code == 2 and "name a run" in err
