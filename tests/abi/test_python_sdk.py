@@ -728,11 +728,11 @@ CHEATS: dict[str, tuple[Callable[[], Any], str]] = {
     "datetime.today": (lambda: datetime.datetime.today(), "use workflow.now()"),
     "date.today": (lambda: datetime.date.today(), "use workflow.now().date()"),
     "random.random": (lambda: random.random(), "random.random() in workflow code"),
-    "random.randint": (lambda: random.randint(1, 6), "use workflow.random()"),
-    "random.choice": (lambda: random.choice("ab"), "use workflow.random()"),
-    "random.shuffle": (lambda: random.shuffle([1, 2]), "use workflow.random()"),
-    "random.uniform": (lambda: random.uniform(0, 1), "use workflow.random()"),
-    "random.randrange": (lambda: random.randrange(10), "use workflow.random()"),
+    "random.randint": (lambda: random.randint(1, 6), "use workflow.new_random().randint()"),
+    "random.choice": (lambda: random.choice("ab"), "use workflow.new_random().choice()"),
+    "random.shuffle": (lambda: random.shuffle([1, 2]), "use workflow.new_random().shuffle()"),
+    "random.uniform": (lambda: random.uniform(0, 1), "use workflow.new_random().uniform()"),
+    "random.randrange": (lambda: random.randrange(10), "use workflow.new_random().randrange()"),
     "random.getrandbits": (lambda: random.getrandbits(8), "use workflow.random_bytes()"),
     "os.urandom": (lambda: os.urandom(4), "os.urandom() in workflow code"),
     "uuid.uuid4": (lambda: uuid.uuid4(), "uuid.uuid4() in workflow code: use workflow.uuid4()"),
@@ -959,6 +959,26 @@ def test_invalid_options_are_a_bug_in_the_workflow(given: dict[str, Any]) -> Non
 
 
 # ---- now and random ------------------------------------------------------------------------
+
+
+@workflow.defn(name="t_new_random")
+def t_new_random() -> Any:
+    rng = workflow.new_random()
+    return {"die": rng.randint(1, 6), "pick": rng.choice("abc"), "deck": rng.sample(range(5), 5)}
+
+
+def test_new_random_is_a_generator_seeded_by_one_recorded_value() -> None:
+    # Temporal's workflow.random(): randint, choice, shuffle... with one command in all.
+    host = FakeHost()
+    first = run("t_new_random", host=host)
+    assert first["status"] == "completed" and host.random_calls == [16]
+    assert first["commands"] == [["random", host.random(16)]]
+    seeded = random.Random(int.from_bytes(host.random(16), "big"))
+    expected = {"die": seeded.randint(1, 6), "pick": seeded.choice("abc")}
+    expected["deck"] = seeded.sample(range(5), 5)
+    assert unpack(first["result"]) == expected
+    replayed = run("t_new_random", host=ReplayHost(), results=[raw_ok(0, 1, host.random(16))])
+    assert unpack(replayed["result"]) == expected  # the same draws on replay
 
 
 def test_now_and_random_are_recorded_then_replayed() -> None:

@@ -13,6 +13,7 @@ as commands: every replay sees the same ones.
 
 from __future__ import annotations
 
+import random as _random
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn, overload
@@ -373,6 +374,13 @@ def random_bytes(n: int) -> bytes:
 def random() -> float:
     """A float in [0, 1) from 8 recorded random bytes."""
     return (int.from_bytes(random_bytes(8), "big") >> 11) / (1 << 53)
+
+
+def new_random() -> _random.Random:
+    """A `random.Random` seeded from 16 recorded random bytes (one `random` command), for
+    `randint`, `choice`, `shuffle`, ... without a command per draw: Temporal's
+    `workflow.random()`. Each call is a new generator and a new command."""
+    return _random.Random(int.from_bytes(random_bytes(16), "big"))
 
 
 def uuid4() -> str:
