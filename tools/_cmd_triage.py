@@ -118,7 +118,9 @@ def show(client: AmberClient, args: argparse.Namespace) -> int:
 def export(client: AmberClient, args: argparse.Namespace) -> int:
     data = client.export_run(args.run_id, operator=operator_name(args), tenant=args.tenant or "")
     bundle = Bundle.decode(data)
-    Path(args.output).write_bytes(data)
+    output = Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)  # as `amber build -o` does
+    output.write_bytes(data)
     with_repro = sum(1 for f in bundle.failures if f.repro)
     if args.json:
         out.emit_json(

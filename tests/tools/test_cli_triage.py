@@ -30,6 +30,7 @@ def test_triage_from_the_command_line(
     served: InProcessServer,  # noqa: F811
     modules: dict[str, bytes],
     capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
 ) -> None:
     run_id = _poisoned(served, modules)
     code, out, _ = amber(capsys, served, "triage", "list")
@@ -41,6 +42,9 @@ def test_triage_from_the_command_line(
     assert code == 0 and "non_determinism" in out and row["fingerprint"] in out
     assert "pool=surgical" in out and "crashes=1" in out
     assert "the surgical pool tries it next at" in out  # when the stuck run moves again
+    bundle = tmp_path / "not" / "yet" / "there.bundle"  # directories made, as `build -o` does
+    code, out, _ = amber(capsys, served, "triage", "export", run_id, "-o", str(bundle))
+    assert code == 0 and bundle.stat().st_size > 0
     code, out, _ = amber(capsys, served, "run", "describe", run_id)  # running, yet poisoned
     assert code == 0 and "POISONED since" in out and "non_determinism" in out
 
