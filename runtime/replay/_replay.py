@@ -378,10 +378,11 @@ def activate_workflow(
     try:  # the guest ran: whatever is refused now is recorded with what it used, and where
         outcome, new_commands = _checked(sandbox, activation, projection, raw, memo)
     except GuestFault as fault:
-        if not raw.continued:
+        if not (raw.continued or raw.parked):
             raise with_usage(fault, raw, step=first_new) from None
-        # A live instance went on from its last wait: the failure is recorded from a replay
-        # from the top, whose fuel and memory a triage bundle reproduces.
+        # A live instance handed its output over (parked in its wait, or gone on from the last
+        # one): the failure is recorded from a replay from the top, whose fuel and memory a
+        # triage bundle reproduces (a parked guest has not unwound, a replayed one has).
         raw = _run(sandbox, activation, projection, None, fresh=True)
         try:
             outcome, new_commands = _checked(sandbox, activation, projection, raw, memo)

@@ -178,6 +178,10 @@ class RawOutput:
     continued: bool = False
     """A live instance went on from its last wait instead of replaying from the top
     (`StickySandbox`): fuel and memory are this stretch's, not a replay's."""
+    parked: bool = False
+    """The guest handed this output over while it waits in `await_next` (a live instance, its
+    first stretch included): a replay from the top, whose guest unwinds instead, uses more fuel
+    for the same output."""
 
 
 class SandboxRunner(Protocol):
@@ -303,6 +307,7 @@ def _output(
     started: float,
     *,
     continued: bool = False,
+    parked: bool = False,
 ) -> RawOutput:
     return RawOutput(
         envelope=envelope,
@@ -315,6 +320,7 @@ def _output(
         duration_s=time.monotonic() - started,
         published=dict(state.published),
         continued=continued,
+        parked=parked,
     )
 
 
@@ -334,9 +340,15 @@ class _Slice:
     """A component's WASI routing, switched with the host calls' (None: a core module)."""
     io: GuestIO | None = None
 
-    def output(self, envelope: bytes, *, suspended: bool) -> RawOutput:
+    def output(self, envelope: bytes, *, suspended: bool, parked: bool = False) -> RawOutput:
         return _output(
-            envelope, suspended, self.state, self.usage, self.started, continued=self.continued
+            envelope,
+            suspended,
+            self.state,
+            self.usage,
+            self.started,
+            continued=self.continued,
+            parked=parked,
         )
 
     def pause(self) -> None:

@@ -308,7 +308,7 @@ class _Live:
 
     def suspended(self, slice_: _Slice, envelope: bytes) -> bytes:
         # On the guest's thread, inside await_next, holding the activation lock.
-        raw = slice_.output(envelope, suspended=True)
+        raw = slice_.output(envelope, suspended=True, parked=True)
         slice_.pause()
         self._lock.release()
         try:

@@ -142,6 +142,12 @@ def returns_a_set(payload):
 
 
 @workflow.defn
+def schedules_its_input(payload):
+    # The activity's name comes with the input: the build cannot see it, the host refuses it.
+    return workflow.execute_activity(payload["name"], {})
+
+
+@workflow.defn
 def late_imports(payload):
     # Imported only here, when it runs: `amber build` imports them in the snapshot too (a
     # component has no file system to import from later).

@@ -408,6 +408,21 @@ def test_python_runs_complete_through_a_sticky_worker_and_module_state_stays_per
     assert runner.hits > 0
 
 
+def test_a_host_refusal_of_a_live_instances_output_is_recorded_as_a_fresh_replay_sees_it(
+    py_sandbox: Sandbox, python_built: dict[str, BuildResult]
+) -> None:
+    # A live instance hands its output over parked in its wait; replayed from the top, the
+    # guest unwinds first. A refusal recorded with the parked fuel could not be reproduced
+    # offline ("NOT reproduced"): it is recorded from the replay from the top.
+    digest = _digest(python_built)
+    sticky = StickySandbox(py_sandbox, py_sandbox._engine.activation_lock)
+    with sticky, pytest.raises(AbiViolation, match="does not export") as live:
+        _activate(sticky, digest, "schedules_its_input", run_id="r-parked")
+    with pytest.raises(AbiViolation, match="does not export") as fresh:
+        _activate(py_sandbox, digest, "schedules_its_input", run_id="r-parked")
+    assert live.value.fuel_used == fresh.value.fuel_used
+
+
 def test_a_module_imported_only_inside_a_function_is_there_when_it_runs(
     py_sandbox: Sandbox, python_built: dict[str, BuildResult]
 ) -> None:
