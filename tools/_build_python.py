@@ -33,14 +33,14 @@ from typing import Any, Final
 from amber.abi import COMPONENT_WIT, MANIFEST_SECTION, ManifestError, custom_section, parse_manifest
 
 from ._build import BuildError, BuildResult
-from ._guest_imports import late_imports, preimport_source
+from ._guest_imports import FAILURE_PREFIX, late_imports, preimport_source
 
 PYTHON_SDK_DIR: Final = Path(__file__).resolve().parent.parent / "abi" / "sdk" / "python"
 """Directory holding the `amber_sdk` package (on the path of every Python guest build)."""
 BUILD_TIMEOUT_S: Final = 600.0
 """componentize-py takes 10–60 s here; a loaded machine, more."""
 _ENTRY_MODULE: Final = "amber_guest_entry"
-_PREIMPORT_FAILURE: Final = re.compile(r"ImportError: amber build: (.*)")
+_PREIMPORT_FAILURE: Final = re.compile(rf"ImportError: {re.escape(FAILURE_PREFIX)}(.*)")
 """A late import the snapshot could not make (`_guest_imports`): the line that says so."""
 _SCHEDULING_CALLS: Final = frozenset({"execute_activity", "start_activity"})
 
@@ -268,7 +268,7 @@ def _componentize(
         ours = _PREIMPORT_FAILURE.search(exc.stderr)
         if ours is None:
             raise
-        raise BuildError(f"{source.parent / ours.group(1)}") from None
+        raise BuildError(str(source.parent / ours.group(1))) from None
     if not built.is_file():
         raise BuildError(f"{source}: componentize-py wrote no component")
     return ""

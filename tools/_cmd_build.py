@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from amber.history import amber_home
@@ -29,8 +30,11 @@ def build(args: argparse.Namespace) -> int:
         result = build_module(source, output, defines=defines)
     if args.json:
         emit_json({"output": str(result.output), "size": result.size, "sha256": result.sha256,
-                   "manifest": dict(result.manifest)})  # fmt: skip
+                   "manifest": dict(result.manifest),
+                   "warnings": result.warnings.splitlines()})  # fmt: skip
     else:
+        if result.warnings:
+            print(result.warnings, file=sys.stderr)
         print(f"built {result.output} ({result.size} bytes, sha256 {result.sha256})")
     return 0
 

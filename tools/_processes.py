@@ -101,13 +101,14 @@ def _ops_listen(text: str | None) -> OpsListen | None:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
         raise InvalidInput(f"--metrics-listen takes HOST:PORT, not {text!r}")
-    if not is_loopback(text):
+    where = OpsListen(host=host.strip("[]") or "127.0.0.1", port=int(port))
+    if not is_loopback(f"[{where.host}]:{port}" if ":" in where.host else f"{where.host}:{port}"):
         _log.warning(
             "metrics on %s are plain HTTP and need no credential (as Prometheus scrapes them):"
             " they name queues, workers and workflow types; keep that address private",
             text,
         )
-    return OpsListen(host=host.strip("[]") or "127.0.0.1", port=int(port))
+    return where
 
 
 def worker_ready(client: AmberClient) -> tuple[bool, str]:
@@ -136,7 +137,7 @@ def serve(args: argparse.Namespace) -> int:
     )
     try:
         port = server.start()
-    except OSError as exc:  # a used port: say so, not a traceback
+    except (OSError, InvalidInput) as exc:  # a used port: say so, not a traceback
         db.close()
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -49,8 +49,8 @@ from amber.versions import LabelConflict, VersionNotFound  # noqa: F401 (registr
 
 ERROR_TYPE_KEY = "amber-error-type"
 ERROR_FIELDS_KEY = "amber-error-fields"
-MAX_DETAILS_CHARS = 4096
-"""The longest message a status carries (`error_details`)."""
+MAX_DETAILS_BYTES = 4096
+"""The longest message a status carries, in bytes as gRPC sends it (`error_details`)."""
 MAX_FIELDS_CHARS = 2048
 """Budget for an error's encoded fields: gRPC refuses oversized metadata (8 KiB by default,
 shared with the message)."""
@@ -83,13 +83,17 @@ def status_of(exc: AmberError) -> grpc.StatusCode:
 
 
 def error_details(exc: AmberError) -> str:
-    """`exc`'s message as a status's details, cut to `MAX_DETAILS_CHARS`: messages quote what
-    the caller sent (an id, a name), and details over gRPC's metadata limit (16 KiB) turn the
+    """`exc`'s message as a status's details, cut to `MAX_DETAILS_BYTES` as sent: messages
+    quote what the caller sent (an id, a name), and details past gRPC's metadata limits (8 KiB
+    soft, 16 KiB hard; every UTF-8 byte but printable ASCII is sent as three, `%XX`) turn the
     whole answer into a transport error that says nothing of the refusal."""
     text = str(exc)
-    if len(text) <= MAX_DETAILS_CHARS:
-        return text
-    return text[: MAX_DETAILS_CHARS - 1] + "…"
+    sent = 0
+    for index, char in enumerate(text):
+        sent += 1 if " " <= char <= "~" and char != "%" else 3 * len(char.encode())
+        if sent > MAX_DETAILS_BYTES - 9:  # room for the "…" (three bytes, sent as nine)
+            return text[:index] + "…"
+    return text
 
 
 def error_metadata(exc: AmberError) -> tuple[tuple[str, str], ...]:

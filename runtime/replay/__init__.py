@@ -14,7 +14,7 @@ from ._activity import (
     run_activity,
     run_activity_request,
 )
-from ._divergence import first_divergence
+from ._divergence import WRONG_RESULT_FAULTS, first_divergence
 from ._memo import ReplayMemo
 from ._replay import (
     QueryNotPublished,
@@ -26,6 +26,7 @@ from ._replay import (
 )
 
 __all__ = [
+    "WRONG_RESULT_FAULTS",
     "ActivityAttempt",
     "ActivityReport",
     "QueryNotPublished",

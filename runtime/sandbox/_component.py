@@ -287,8 +287,7 @@ def classify(exc: wasmtime.WasmtimeError | wasmtime.Trap, stderr: bytes) -> Clas
     causes = _CAUSE.findall(message)
     cause = causes[-1].strip() if causes else ""
     text = stderr.decode("utf-8", errors="replace")
-    python = _PY_ERROR.findall(text)
-    last = python[-1].strip() if python else ""
+    last = _last_exception(text)
     if not last and (lost := _LOST_TRACEBACK.search(text)):
         last = lost.group(1)  # CPython could not print the traceback (out of memory)
     if "all fuel consumed" in message:
@@ -315,6 +314,24 @@ def classify(exc: wasmtime.WasmtimeError | wasmtime.Trap, stderr: bytes) -> Clas
         )
     first = message.strip().splitlines()[0] if message.strip() else repr(exc)
     return Classified(kind=GuestTrap, detail=cause or first, trap_code=_code(cause))
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?::|$)")
+
+
+def _last_exception(stderr: str) -> str:
+    """The `Type: message` line of the guest's last traceback (any exception class, a user's
+    `OrderRejected` too; a chained one's, not the exception it was raised while handling), or
+    else the last line that names an error."""
+    start = stderr.rfind("Traceback (most recent call last):")
+    if start >= 0:
+        for line in stderr[start:].splitlines()[1:]:
+            if line and not line[0].isspace():
+                if _EXCEPTION_LINE.match(line):
+                    return line.strip()
+                break
+    found = _PY_ERROR.findall(stderr)
+    return found[-1].strip() if found else ""
 
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)', re.M)

@@ -360,6 +360,10 @@ class AmberServer:
                 f"cannot listen on {self._listen}: the address is in use (another Amber server?)"
                 " or not this machine's"
             )
+        # Bound before anything starts: a taken address fails the start with nothing to stop.
+        ops = None
+        if self._ops_listen is not None:
+            ops = OpsEndpoint(self.metrics.registry, self.ready, self._ops_listen)
         self.notifier.start()
         self._grpc.start()
         if self.approval_page is not None:
@@ -367,8 +371,8 @@ class AmberServer:
             self.approval_link_base = self.approval_page.base_url
             if self.console is not None:
                 self.console_url = f"{self.approval_page.base_url}/"
-        if self._ops_listen is not None:
-            self.ops = OpsEndpoint(self.metrics.registry, self.ready, self._ops_listen).start()
+        if ops is not None:
+            self.ops = ops.start()
         self.probe_database_now()
         self._prober.start()
         self._sweeper.start()

@@ -53,6 +53,7 @@ from amber.runtime.model import (
     to_ms,
 )
 from amber.runtime.replay import (
+    WRONG_RESULT_FAULTS,
     ActivityAttempt,
     ReplayMemo,
     WorkflowActivation,
@@ -464,7 +465,8 @@ class Worker:
         except GuestFault as fault:
             # A guest that faults on results meant for other commands (a Python v2 that swapped
             # two activities raises KeyError on the first) diverged before it faulted: say where.
-            found = first_divergence(self._sandbox, activation)
+            wrong_result = isinstance(fault, WRONG_RESULT_FAULTS)
+            found = first_divergence(self._sandbox, activation) if wrong_result else None
             if found is None:
                 verdict.update(verdict="failed", detail=str(fault))
             else:

@@ -75,6 +75,7 @@ def test_a_module_a_function_imports_that_the_guest_cannot_have_fails_the_build(
         _build(tmp_path, source)
     message = str(refused.value)
     assert message.startswith(f"{tmp_path / 'guest.py'}:9 imports 'no_such_module_xyz' inside")
+    assert "put the import in a try block" in message  # what to do if it never runs there
     assert "ujson_not_here" not in message and "\n" not in message  # one line, no backtrace
 
 
@@ -123,3 +124,40 @@ def test_a_built_component_carries_its_manifest_for_upload(
     assert manifest["abi"] == 1
     assert {"hello", "gated", "spins"} <= set(manifest["workflows"])
     assert {"greet", "flaky", "dials"} <= set(manifest["activities"])
+
+
+def test_the_imports_a_build_reads_inside_functions_and_which_may_fail() -> None:
+    import ast
+
+    from amber.tools._guest_imports import late_imports
+
+    source = (
+        "import json\n"  # the top level runs in the build anyway
+        "def f():\n"
+        "    import fractions\n"
+        "    from xml.etree import ElementTree\n"
+        "    from . import sibling\n"  # the guest's own package
+        "    try:\n"
+        "        import ujson\n"
+        "    except ImportError:\n"
+        "        import simplejson\n"  # a handler is not guarded
+        "    if TYPE_CHECKING:\n"
+        "        import typing_extensions\n"
+        "    g = lambda: __import__('x')\n"
+        "class C:\n"
+        "    def m(self):\n"
+        "        import statistics\n"
+        "def h():\n"
+        "    import xml.etree.ElementTree\n"  # firmer than the from-import's maybe-a-name
+    )
+    found = {i.module: (i.guarded, i.maybe_name, i.where) for i in
+             late_imports(ast.parse(source), Path("guest.py"))}  # fmt: skip
+    assert found == {
+        "fractions": (False, False, "guest.py:3"),
+        "xml.etree": (False, False, "guest.py:4"),
+        "xml.etree.ElementTree": (False, False, "guest.py:17"),
+        "ujson": (True, False, "guest.py:7"),
+        "simplejson": (False, False, "guest.py:9"),
+        "typing_extensions": (True, False, "guest.py:11"),
+        "statistics": (False, False, "guest.py:15"),
+    }

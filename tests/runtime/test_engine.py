@@ -171,14 +171,14 @@ def test_a_lookup_by_an_oversized_id_is_not_found_not_a_transport_error(
     from amber.abi import NotFound
 
     srv = make_server()
-    huge = "x" * 20_000
-    for call in (
-        lambda: srv.client.describe(huge),
-        lambda: srv.client.signal(huge, "poke", {"n": 1}),
-        lambda: srv.client.history(huge),
-    ):
-        with pytest.raises(NotFound, match=r"xxx…$"):
-            call()
+    for huge in ("x" * 20_000, "請" * 7_000):  # past ASCII, each byte travels as three
+        for call in (
+            lambda ref: srv.client.describe(ref),
+            lambda ref: srv.client.signal(ref, "poke", {"n": 1}),
+            lambda ref: srv.client.history(ref),
+        ):
+            with pytest.raises(NotFound, match=f"{huge[0] * 3}…$"):
+                call(huge)
 
 
 def test_a_workflow_id_that_is_another_runs_run_id_is_refused(

@@ -450,6 +450,7 @@ def test_a_value_msgpack_cannot_carry_and_a_socket_end_in_typed_failures(
     # imports), but the connection fails, as an activity error.
     assert [f.reason for f in failure] == ["application_error"]
     assert re.match(r"\w+Error: ", failure[0].message), failure[0].message
+    assert not failure[0].message.startswith("ModuleNotFoundError")  # it imported
     assert events[-1].type is EventType.ACTIVITY_FAILED or EventType.RUN_FAILED in {
         e.type for e in events
     }
