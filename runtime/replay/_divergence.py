@@ -35,7 +35,7 @@ from amber.runtime.model import (
 )
 from amber.runtime.sandbox import SandboxRunner
 
-from ._replay import WorkflowActivation, _describe_issued, activate_workflow
+from ._replay import WorkflowActivation, activate_workflow, diverged
 
 __all__ = ["WRONG_RESULT_FAULTS", "first_divergence"]
 
@@ -69,14 +69,7 @@ def first_divergence(
             if position >= len(recorded):
                 break
             if not _agrees(recorded[position], issued):
-                return NonDeterminism(
-                    run_id=activation.run_id,
-                    digest=activation.digest,
-                    position=position,
-                    seq=recorded[position].seq,
-                    recorded=_describe_issued(recorded[position].command),
-                    issued=_describe_issued(issued),
-                )
+                return diverged(activation, recorded[position], position, issued)
         return _CLEAN
 
     low, high = 0, len(cuts)  # cuts[:low] replay cleanly; cuts[high:] do not

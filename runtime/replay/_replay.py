@@ -44,6 +44,7 @@ from amber.runtime.model import (
     MalformedOutput,
     NonDeterminism,
     Projection,
+    RecordedCommand,
     project,
 )
 from amber.runtime.sandbox import (
@@ -242,25 +243,30 @@ def check_determinism(
         # Commands compare as replay means it (abi: options and close policies are left out);
         # a replayed now/random must hand back exactly the recorded value.
         if recorded[position].command != command:
-            raise NonDeterminism(
-                run_id=activation.run_id,
-                digest=activation.digest,
-                position=position,
-                seq=recorded[position].seq,
-                recorded=_describe_issued(recorded[position].command),
-                issued=_describe_issued(command)
-                + _payload_diff(recorded[position].command, command),
-            )
+            raise diverged(activation, recorded[position], position, command)
     if len(outcome.commands) < len(recorded):
         position = len(outcome.commands)
-        raise NonDeterminism(
-            run_id=activation.run_id,
-            digest=activation.digest,
-            position=position,
-            seq=recorded[position].seq,
-            recorded=_describe_issued(recorded[position].command),
-            issued=_describe_issued(None),
-        )
+        raise diverged(activation, recorded[position], position, None)
+
+
+def diverged(
+    activation: WorkflowActivation,
+    recorded: RecordedCommand,
+    position: int,
+    issued: Command | None,
+) -> NonDeterminism:
+    """The non-determinism of issuing `issued` (None: nothing) where history holds `recorded`."""
+    what = _describe_issued(issued)
+    if issued is not None:
+        what += _payload_diff(recorded.command, issued)
+    return NonDeterminism(
+        run_id=activation.run_id,
+        digest=activation.digest,
+        position=position,
+        seq=recorded.seq,
+        recorded=_describe_issued(recorded.command),
+        issued=what,
+    )
 
 
 def _run(

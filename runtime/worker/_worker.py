@@ -454,14 +454,7 @@ class Worker:
             activate_workflow(self._sandbox, activation, fresh=True)  # not the run's own step
             verdict["verdict"] = "compatible"
         except NonDeterminism as fault:
-            verdict.update(
-                verdict="incompatible",
-                position=fault.position,
-                seq=fault.seq or 0,
-                recorded=fault.recorded,
-                issued=fault.issued,
-                detail=str(fault),
-            )
+            verdict.update(_incompatible(fault, str(fault)))
         except GuestFault as fault:
             # A guest that faults on results meant for other commands (a Python v2 that swapped
             # two activities raises KeyError on the first) diverged before it faulted: say where.
@@ -471,12 +464,7 @@ class Worker:
                 verdict.update(verdict="failed", detail=str(fault))
             else:
                 verdict.update(
-                    verdict="incompatible",
-                    position=found.position,
-                    seq=found.seq or 0,
-                    recorded=found.recorded,
-                    issued=found.issued,
-                    detail=f"{found} (replayed whole, it failed: {fault})",
+                    _incompatible(found, f"{found} (replayed whole, it failed: {fault})")
                 )
         result = pack(verdict)
         self._deliver(
@@ -711,3 +699,15 @@ def _completion(step: WorkflowStep) -> WorkflowCompletion:
         error=step.error,
         reactivate=step.reactivate,
     )
+
+
+def _incompatible(found: NonDeterminism, detail: str) -> dict[str, Any]:
+    """A check's verdict for a run that diverges on the candidate."""
+    return {
+        "verdict": "incompatible",
+        "position": found.position,
+        "seq": found.seq or 0,
+        "recorded": found.recorded,
+        "issued": found.issued,
+        "detail": detail,
+    }
