@@ -200,6 +200,8 @@ def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
 
 
 def run_text(run: Run) -> str:
+    """A run's summary, every line `printable`: the workflow id, the error and the cancel
+    reason come from callers and guests."""
     lines = [
         f"run        {run.run_id}",
         f"workflow   {run.workflow_type} (id {run.workflow_id}, tenant {run.tenant})",
@@ -216,7 +218,7 @@ def run_text(run: Run) -> str:
     if run.parent_run_id:
         lines.append(f"parent     {run.parent_run_id}")
     lines.append(f"history    {run.last_seq} events")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def history_text(events: Sequence[Event]) -> str:

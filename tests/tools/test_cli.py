@@ -241,7 +241,17 @@ def test_a_worker_option_out_of_range_fails_before_it_looks_for_a_server(
 def test_tables_show_control_characters_escaped_and_other_text_as_is() -> None:
     """Names in tables come from anyone who may start a run or claim an approver's name: an
     escape sequence or a newline must not reach the operator's terminal as such."""
-    from amber.tools._output import table
+    from datetime import UTC, datetime
+
+    from amber.history import Run, RunStatus
+    from amber.tools._output import run_text, table
+
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    failed = Run(run_id="r", tenant="t", workflow_id="w", workflow_type="x", digest="d",
+                 status=RunStatus.FAILED, queue="main", input=b"\xc0", error_type="Oops",
+                 error_message="bad\x1b[2J\nFAKE line", last_seq=3, next_cmd=0,
+                 created_at=when, updated_at=when, result=None, closed_at=when)  # fmt: skip
+    assert "bad\\x1b[2J\\nFAKE line" in run_text(failed) and "\x1b" not in run_text(failed)
 
     text = table([["root\x1b[31m\nFAKE", "Müller 請求"]], ["ACTOR", "NAME"])
     assert "\x1b" not in text and "\n" not in text.split("\n", 1)[1]
