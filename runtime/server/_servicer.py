@@ -26,6 +26,7 @@ from amber.runtime.services import (
     RunService,
     TaskService,
     TriageService,
+    check_queue,
 )
 from amber.runtime.tracing import current_traceparent
 from amber.versions import Rollout, VersionRegistry
@@ -355,6 +356,7 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
         if not request.worker_id:
             raise InvalidInput("worker_id is required")
         queue = request.queue or self._default_queue
+        check_queue(queue)
         pool = request.pool or "main"
         if pool not in ("main", "surgical"):
             raise InvalidInput(f"unknown pool {pool!r} (main or surgical)")

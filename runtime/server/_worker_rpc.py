@@ -20,7 +20,7 @@ from amber.runtime.api import STREAM_MESSAGE_BUDGET, error_parts, status_of
 from amber.runtime.api import amber_pb2 as pb
 from amber.runtime.api import mapping as m
 from amber.runtime.model import Recorded, to_ms
-from amber.runtime.services import Claim, Report, TaskService
+from amber.runtime.services import Claim, Report, TaskService, check_queue
 
 _log = logging.getLogger("amber.runtime.server._servicer")
 
@@ -71,6 +71,7 @@ class WorkerCalls:
         if not worker_id:
             raise InvalidInput("worker_id is required to receive a next task")
         queue = queue or self._default_queue
+        check_queue(queue)
         if self._seen is not None:
             self._seen(worker_id[:256], queue, "main")
         return Claim(queue=queue, worker=worker_id)

@@ -15,7 +15,7 @@ from ._migration import MigrationService
 from ._notify import Notifier, poke
 from ._poison import fingerprint
 from ._recorder import Claim, Report
-from ._runs import MAX_REASON_LENGTH, RunService, find_run_txn
+from ._runs import MAX_REASON_LENGTH, RunService, check_queue, find_run_txn
 from ._stats import HealthCounter
 from ._tasks import TaskService
 from ._timers import TimerService
@@ -42,6 +42,7 @@ __all__ = [
     "TimerService",
     "TriageService",
     "Wake",
+    "check_queue",
     "credential_hash",
     "find_run_txn",
     "fingerprint",

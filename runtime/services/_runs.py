@@ -111,6 +111,12 @@ def _not_another_runs_id(cur: Cursor, workflow_id: str) -> None:
         )
 
 
+def check_queue(queue: str) -> None:
+    """A queue is named as a workflow id is: it becomes a NOTIFY payload, a metrics label and a
+    line of `amber status`, whoever names it (a run's start, a worker's poll)."""
+    _check_name("queue", queue)
+
+
 def _check_tenant(tenant: str) -> None:
     _check_name("tenant", tenant)
     if tenant == ALL:
@@ -140,7 +146,7 @@ class RunService:
         if request.workflow_id:
             _check_name("workflow id", request.workflow_id)
         if request.queue:
-            _check_name("queue", request.queue)
+            check_queue(request.queue)
         self._check_payload("input", request.input)
         if request.signal is not None:
             self._check_signal(request.signal)

@@ -214,6 +214,8 @@ def test_bad_starts_are_refused_and_write_nothing(make_server, modules: dict[str
     for queue in ("Q" * 100_000, "Q" * 257, "bad queue\n\x1b[31m"):
         with pytest.raises(InvalidInput, match="queue must be 1"):
             srv.client.start_run("orders", ORDER, queue=queue)
+        with pytest.raises(InvalidInput, match="queue must be 1"):  # a worker's poll too
+            srv.client.poll_task(worker_id="w", queue=queue, wait_s=0.1)
     with pytest.raises(InvalidInput, match="not a tenant"):
         srv.client.start_run("orders", ORDER, tenant="*")
     for raw in (b"\xc1\xc1", b"\x80\x00garbage", b"\x92\x01"):
