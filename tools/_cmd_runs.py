@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
-from amber.abi import AmberError, InvalidInput, jsonable, payload_json
-from amber.history import Run, RunStatus, Task, TaskState
+from amber.abi import InvalidInput, jsonable, payload_json
+from amber.history import Run, RunStatus
 from amber.runtime.client import AmberClient, encode
 
 from . import _output as out
@@ -77,20 +76,6 @@ def _exit_code(run: Run) -> int:
     return 0 if run.status in (RunStatus.COMPLETED, RunStatus.CONTINUED_AS_NEW) else 3
 
 
-def _unserved(client: AmberClient, tasks: Sequence[Task]) -> list[tuple[str, str]]:
-    """The (queue, pool) of pending tasks no worker polled on this server lately: a run
-    waiting on a queue nobody serves otherwise reads as an ordinary pending task. Empty when
-    the caller may not see the server's status."""
-    waiting = {(t.queue, t.pool) for t in tasks if t.state is TaskState.PENDING}
-    if not waiting:
-        return []
-    try:
-        seen = {(w.queue, w.pool) for w in client.status().workers}
-    except AmberError:
-        return []
-    return sorted((q, p) for q, p in waiting if p != "held" and (q, p) not in seen)
-
-
 def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
     desc = client.describe(args.run_id, tenant=args.tenant)
     if args.json:
@@ -118,7 +103,7 @@ def run_describe(client: AmberClient, args: argparse.Namespace) -> int:
         header = ["TASK", "KIND", "NAME", "STEP", "QUEUE", "STATE", "ATTEMPT", "POOL", "CRASHES"]
         header.append("LEASE")
         print(out.table(rows, [*header, "LAST FAILURE"]))
-        for queue, pool in _unserved(client, desc.tasks):
+        for queue, pool in desc.unserved:
             print(
                 f"note: no {pool} worker polled queue {out.printable(queue)!r} on this server"
                 " lately: nobody may be serving it (`amber status` lists the workers)"

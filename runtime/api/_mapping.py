@@ -267,6 +267,7 @@ def description_to_pb(desc: RunDescription) -> pb.DescribeRunResponse:
         run=run_to_pb(desc.run),
         tasks=[task_info_to_pb(t) for t in desc.tasks],
         recent_failures=[failure_to_pb(f) for f in desc.recent_failures],
+        unserved=[pb.QueueRef(queue=q, pool=p) for q, p in desc.unserved],
         timers=[
             pb.TimerInfo(
                 timer_id=t.timer_id,
@@ -289,6 +290,7 @@ def description_from_pb(msg: pb.DescribeRunResponse) -> RunDescription:
         run=run,
         tasks=tuple(task_info_from_pb(run.run_id, run.digest, t) for t in msg.tasks),
         recent_failures=tuple(failure_from_pb(run.run_id, f) for f in msg.recent_failures),
+        unserved=tuple((u.queue, u.pool) for u in msg.unserved),
         timers=tuple(
             Timer(
                 run_id=run.run_id,

@@ -325,18 +325,28 @@ class DiscardedInfo(_message.Message):
     def __init__(self, kind: _Optional[str] = ..., detail: _Optional[str] = ..., time_ms: _Optional[int] = ...) -> None: ...
 
 class DescribeRunResponse(_message.Message):
-    __slots__ = ("run", "tasks", "recent_failures", "timers", "discarded")
+    __slots__ = ("run", "tasks", "recent_failures", "timers", "discarded", "unserved")
     RUN_FIELD_NUMBER: _ClassVar[int]
     TASKS_FIELD_NUMBER: _ClassVar[int]
     RECENT_FAILURES_FIELD_NUMBER: _ClassVar[int]
     TIMERS_FIELD_NUMBER: _ClassVar[int]
     DISCARDED_FIELD_NUMBER: _ClassVar[int]
+    UNSERVED_FIELD_NUMBER: _ClassVar[int]
     run: RunInfo
     tasks: _containers.RepeatedCompositeFieldContainer[TaskInfo]
     recent_failures: _containers.RepeatedCompositeFieldContainer[FailureInfo]
     timers: _containers.RepeatedCompositeFieldContainer[TimerInfo]
     discarded: _containers.RepeatedCompositeFieldContainer[DiscardedInfo]
-    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., recent_failures: _Optional[_Iterable[_Union[FailureInfo, _Mapping]]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., discarded: _Optional[_Iterable[_Union[DiscardedInfo, _Mapping]]] = ...) -> None: ...
+    unserved: _containers.RepeatedCompositeFieldContainer[QueueRef]
+    def __init__(self, run: _Optional[_Union[RunInfo, _Mapping]] = ..., tasks: _Optional[_Iterable[_Union[TaskInfo, _Mapping]]] = ..., recent_failures: _Optional[_Iterable[_Union[FailureInfo, _Mapping]]] = ..., timers: _Optional[_Iterable[_Union[TimerInfo, _Mapping]]] = ..., discarded: _Optional[_Iterable[_Union[DiscardedInfo, _Mapping]]] = ..., unserved: _Optional[_Iterable[_Union[QueueRef, _Mapping]]] = ...) -> None: ...
+
+class QueueRef(_message.Message):
+    __slots__ = ("queue", "pool")
+    QUEUE_FIELD_NUMBER: _ClassVar[int]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    queue: str
+    pool: str
+    def __init__(self, queue: _Optional[str] = ..., pool: _Optional[str] = ...) -> None: ...
 
 class GetHistoryRequest(_message.Message):
     __slots__ = ("run_id", "after_seq", "tenant")

@@ -66,3 +66,5 @@ class RunDescription:
     timers: tuple[Timer, ...] = ()
     discarded: tuple[Discarded, ...] = ()
     """Deliveries recorded for audit but not applied (duplicates, late reports)."""
+    unserved: tuple[tuple[str, str], ...] = ()
+    """(queue, pool) of pending tasks no worker polled on the answering server lately."""

@@ -179,8 +179,8 @@ class AmberServicer(TriageRpcs, ApprovalRpcs, AuditRpcs, AuthRpcs, pb_grpc.Amber
 
     @_rpc
     def DescribeRun(self, request: pb.DescribeRunRequest, context: Any) -> pb.DescribeRunResponse:
-        tenant = tenant_of(request)
-        return m.description_to_pb(self._runs.describe(request.run_id, tenant=tenant))
+        desc = self._runs.describe(request.run_id, tenant=tenant_of(request))
+        return m.description_to_pb(replace(desc, unserved=self._board.unserved(desc.tasks)))
 
     @_rpc
     def GetHistory(self, request: pb.GetHistoryRequest, context: Any) -> pb.GetHistoryResponse:

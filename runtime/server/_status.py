@@ -8,11 +8,11 @@ a figure that only needs to be roughly current).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from amber.history import StoreGauges
+from amber.history import StoreGauges, Task, TaskState
 from amber.runtime.model import Clock, QueueDepth, ServerStatus, WorkerSeen
 
 RECENT = timedelta(seconds=30)
@@ -47,6 +47,19 @@ class StatusBoard:
             if len(self._workers) >= MAX_WORKERS:
                 self._forget(now)
             self._workers[(worker_id, queue, pool)] = now
+
+    def unserved(self, tasks: Iterable[Task]) -> tuple[tuple[str, str], ...]:
+        """The (queue, pool) of pending `tasks` no worker polled on this server lately: a run
+        waiting on a queue nobody serves otherwise reads as an ordinary pending task."""
+        waiting = {
+            (t.queue, t.pool) for t in tasks if t.state is TaskState.PENDING and t.pool != "held"
+        }
+        if not waiting:
+            return ()
+        now = self._clock.now()
+        with self._lock:
+            served = {(q, p) for (_, q, p), at in self._workers.items() if now - at <= RECENT}
+        return tuple(sorted(waiting - served))
 
     def _forget(self, now: datetime) -> None:
         for key, at in list(self._workers.items()):
